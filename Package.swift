@@ -1,0 +1,37 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "OAuthFlow",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "OAuthFlow", targets: ["OAuthFlow"]),
+        .library(name: "OAuthFlowTesting", targets: ["OAuthFlowTesting"]),
+        .executable(name: "authflow", targets: ["authflow"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .target(name: "OAuthFlow", dependencies: ["COpenSSL"], swiftSettings: strictSettings),
+        .target(name: "OAuthFlowTesting", dependencies: ["OAuthFlow"], swiftSettings: strictSettings),
+        .executableTarget(
+            name: "authflow",
+            dependencies: ["OAuthFlow", "OAuthFlowTesting"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "OAuthFlowTests",
+            dependencies: ["OAuthFlow", "OAuthFlowTesting"],
+            swiftSettings: strictSettings
+        ),
+    ]
+)

@@ -1,0 +1,32 @@
+import Foundation
+
+/// A PKCE verifier and its S256 challenge ([RFC 7636](https://www.rfc-editor.org/rfc/rfc7636)).
+///
+/// Made for you by ``AuthFlow/authorizationRequest(provider:scopes:parameters:)``; only S256 is
+/// supported (`plain` is not offered, RFC 9700 §2.1.1).
+public struct PKCE: Sendable {
+    /// The `code_verifier`, sent only with the code exchange.
+    public let verifier: Secret
+    /// The `code_challenge`: base64url(SHA-256(verifier)) without padding.
+    public let challenge: String
+    /// Always `S256`.
+    public var method: String { "S256" }
+
+    /// A fresh verifier from 32 random bytes (43 characters) and its challenge.
+    /// - Throws: ``OAuthError`` `.crypto` when the random generator or the digest fails.
+    public init() throws(OAuthError) {
+        try self.init(verifier: Secret(SecureRandom.token(byteCount: 32)))
+    }
+
+    /// Derives the S256 challenge for a given verifier (RFC 7636 §4.2); use it for test vectors.
+    /// - Throws: ``OAuthError`` `.configuration` when the verifier is not 43–128 unreserved characters.
+    public init(verifier: Secret) throws(OAuthError) {
+        let raw = verifier.reveal()
+        let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+        guard (43...128).contains(raw.count), raw.allSatisfy(allowed.contains) else {
+            throw OAuthError(.configuration, message: "a PKCE verifier must be 43 to 128 unreserved characters (RFC 7636 §4.1)")
+        }
+        self.verifier = verifier
+        self.challenge = Base64URL.encode(try Digest.sha256(Array(raw.utf8)))
+    }
+}

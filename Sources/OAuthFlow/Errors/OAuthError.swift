@@ -1,0 +1,239 @@
+public import Foundation
+
+/// The one error OAuthFlow throws: what happened, where, and what to do next.
+///
+/// Switch on ``code`` to decide; read ``recovery`` for the next step (retry later,
+/// reauthorize, fix the configuration). A server's RFC 6749 §5.2 error body is parsed into
+/// ``response``. `description` never contains a secret, a response body, or a URL query.
+public struct OAuthError: Error, Sendable, Equatable {
+    /// What kind of failure this is; an open set, so new codes break no `switch`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Sendable {
+            case configuration, transport, httpStatus, serverRejected, accessDenied, expired,
+                 invalidResponse, stateMismatch, invalidCallback, idTokenRejected, storage,
+                 crypto, cancelled, reauthorizationRequired, timedOut
+        }
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        /// The provider or call was configured wrongly; fix it, retrying will not help.
+        public static let configuration = Code(.configuration)
+        /// The request did not reach the server or the connection failed; retry later.
+        public static let transport = Code(.transport)
+        /// The server answered with an unexpected HTTP status and no §5.2 body; see ``OAuthError/httpStatus``.
+        public static let httpStatus = Code(.httpStatus)
+        /// The server sent an RFC 6749 §5.2 error; see ``OAuthError/response``.
+        public static let serverRejected = Code(.serverRejected)
+        /// The user or the server denied the request (`access_denied`, RFC 6749 §4.1.2.1, RFC 8628 §3.5).
+        public static let accessDenied = Code(.accessDenied)
+        /// A device code or pending authorization expired (`expired_token`, RFC 8628 §3.5); start again.
+        public static let expired = Code(.expired)
+        /// A 2xx response that is not a valid token or device-code response.
+        public static let invalidResponse = Code(.invalidResponse)
+        /// The callback's `state` matched no pending request, was reused, or expired (RFC 6749 §10.12).
+        public static let stateMismatch = Code(.stateMismatch)
+        /// The callback URL is malformed, lacks `code`, or carries a wrong `iss` (RFC 9207).
+        public static let invalidCallback = Code(.invalidCallback)
+        /// The ID token failed validation (OpenID Connect Core §3.1.3.7).
+        public static let idTokenRejected = Code(.idTokenRejected)
+        /// The secret store could not read or write; see the message and ``OAuthError/underlying``.
+        public static let storage = Code(.storage)
+        /// A cryptographic primitive failed.
+        public static let crypto = Code(.crypto)
+        /// The task was cancelled.
+        public static let cancelled = Code(.cancelled)
+        /// The stored authorization can no longer be refreshed; run an interactive grant again.
+        public static let reauthorizationRequired = Code(.reauthorizationRequired)
+        /// A wait ran out (a lock, a callback, a poll deadline).
+        public static let timedOut = Code(.timedOut)
+
+        /// The code's name, such as `serverRejected`.
+        public var description: String { base.rawValue }
+    }
+
+    /// The endpoint a failed request went to.
+    public enum Endpoint: String, Sendable, Hashable {
+        /// The authorization endpoint or its redirect (RFC 6749 §3.1).
+        case authorization
+        /// The token endpoint (RFC 6749 §3.2).
+        case token
+        /// The device authorization endpoint (RFC 8628 §3.1).
+        case deviceAuthorization
+        /// The revocation endpoint (RFC 7009).
+        case revocation
+        /// The introspection endpoint (RFC 7662).
+        case introspection
+        /// The userinfo endpoint (OpenID Connect Core §5.3).
+        case userinfo
+        /// Discovery or JWKS documents.
+        case discovery
+    }
+
+    /// The next step that can help.
+    public enum Recovery: String, Sendable, Hashable {
+        /// Try the same call again later; the failure is temporary.
+        case retryLater
+        /// Run an interactive grant again (browser or device login).
+        case reauthorize
+        /// Fix the provider configuration, credentials, or the call's arguments.
+        case fixConfiguration
+        /// Nothing to do: the user cancelled or denied.
+        case none
+    }
+
+    /// What kind of failure.
+    public var code: Code
+    /// The provider involved, when known.
+    public var providerID: String?
+    /// The endpoint the request went to, when one did.
+    public var endpoint: Endpoint?
+    /// The HTTP status of the response, when one arrived.
+    public var httpStatus: Int?
+    /// The parsed RFC 6749 §5.2 error body, when the server sent one.
+    public var response: ErrorResponse?
+    /// A human sentence of context; never holds a secret.
+    public var message: String?
+    /// The lower-level error, such as a `URLError` or a POSIX error.
+    public var underlying: (any Error)?
+
+    /// Creates an error; library code fills in what it knows.
+    public init(
+        _ code: Code, providerID: String? = nil, endpoint: Endpoint? = nil, httpStatus: Int? = nil,
+        response: ErrorResponse? = nil, message: String? = nil, underlying: (any Error)? = nil
+    ) {
+        self.code = code
+        self.providerID = providerID
+        self.endpoint = endpoint
+        self.httpStatus = httpStatus
+        self.response = response
+        self.message = message
+        self.underlying = underlying
+    }
+
+    /// What the caller should do next.
+    public var recovery: Recovery {
+        switch code {
+        case .transport, .timedOut: return .retryLater
+        case .httpStatus:
+            guard let status = httpStatus else { return .retryLater }
+            return status == 429 || status >= 500 ? .retryLater : .fixConfiguration
+        case .serverRejected:
+            switch response?.code {
+            case .invalidGrant?: return .reauthorize
+            case .temporarilyUnavailable?, .serverError?, .slowDown?, .authorizationPending?: return .retryLater
+            default: return .fixConfiguration
+            }
+        case .reauthorizationRequired, .expired, .stateMismatch, .invalidCallback, .idTokenRejected: return .reauthorize
+        case .accessDenied, .cancelled: return .none
+        case .invalidResponse: return (httpStatus ?? 200) >= 500 ? .retryLater : .fixConfiguration
+        case .storage, .crypto, .configuration: return .fixConfiguration
+        default: return .fixConfiguration
+        }
+    }
+
+    /// True when retrying the same call later can succeed.
+    public var isRetryable: Bool { recovery == .retryLater }
+
+    /// Equal when code, provider, endpoint, status, §5.2 body and message agree (the underlying error is ignored).
+    public static func == (lhs: OAuthError, rhs: OAuthError) -> Bool {
+        lhs.code == rhs.code && lhs.providerID == rhs.providerID && lhs.endpoint == rhs.endpoint
+            && lhs.httpStatus == rhs.httpStatus && lhs.response == rhs.response && lhs.message == rhs.message
+    }
+}
+
+extension OAuthError: CustomStringConvertible, LocalizedError {
+    /// One line: code, provider, endpoint, status, the §5.2 `error` and its description, the
+    /// message, and the underlying error's type. Never a body, header, URL query, or secret.
+    public var description: String {
+        var parts = ["OAuthError.\(code)"]
+        if let providerID { parts.append("provider=\(providerID)") }
+        if let endpoint { parts.append("endpoint=\(endpoint.rawValue)") }
+        if let httpStatus { parts.append("status=\(httpStatus)") }
+        if let response {
+            parts.append("error=\(response.code.rawValue)")
+            if let text = response.errorDescription { parts.append("description=\"\(text)\"") }
+        }
+        if let message { parts.append("— \(message)") }
+        if let underlying { parts.append("(underlying: \(type(of: underlying)))") }
+        parts.append("[next: \(recovery.rawValue)]")
+        return parts.joined(separator: " ")
+    }
+
+    /// Same as ``description``.
+    public var errorDescription: String? { description }
+}
+
+/// An authorization server's error body ([RFC 6749 §5.2](https://www.rfc-editor.org/rfc/rfc6749#section-5.2)).
+///
+/// Read ``code`` to decide; ``errorDescription`` is for people. Sanitized on parse: only
+/// printable ASCII is kept and lengths are bounded, as §5.2 requires of these fields.
+public struct ErrorResponse: Sendable, Hashable, Codable {
+    /// An `error` value; an open set, since extensions define more (RFC 8628 §3.5 among them).
+    public struct Code: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+        /// The wire value, such as `invalid_grant`.
+        public var rawValue: String
+        /// Wraps a wire value.
+        public init(rawValue: String) { self.rawValue = rawValue }
+        /// The wire value.
+        public var description: String { rawValue }
+
+        /// `invalid_request` (RFC 6749 §5.2).
+        public static let invalidRequest = Code(rawValue: "invalid_request")
+        /// `invalid_client` (RFC 6749 §5.2): client authentication failed; fix the credentials.
+        public static let invalidClient = Code(rawValue: "invalid_client")
+        /// `invalid_grant` (RFC 6749 §5.2): the code or refresh token is invalid, expired or revoked.
+        public static let invalidGrant = Code(rawValue: "invalid_grant")
+        /// `unauthorized_client` (RFC 6749 §5.2).
+        public static let unauthorizedClient = Code(rawValue: "unauthorized_client")
+        /// `unsupported_grant_type` (RFC 6749 §5.2).
+        public static let unsupportedGrantType = Code(rawValue: "unsupported_grant_type")
+        /// `invalid_scope` (RFC 6749 §5.2).
+        public static let invalidScope = Code(rawValue: "invalid_scope")
+        /// `access_denied` (RFC 6749 §4.1.2.1, RFC 8628 §3.5).
+        public static let accessDenied = Code(rawValue: "access_denied")
+        /// `server_error` (RFC 6749 §4.1.2.1).
+        public static let serverError = Code(rawValue: "server_error")
+        /// `temporarily_unavailable` (RFC 6749 §4.1.2.1).
+        public static let temporarilyUnavailable = Code(rawValue: "temporarily_unavailable")
+        /// `authorization_pending` (RFC 8628 §3.5).
+        public static let authorizationPending = Code(rawValue: "authorization_pending")
+        /// `slow_down` (RFC 8628 §3.5).
+        public static let slowDown = Code(rawValue: "slow_down")
+        /// `expired_token` (RFC 8628 §3.5).
+        public static let expiredToken = Code(rawValue: "expired_token")
+    }
+
+    /// The `error` value.
+    public var code: Code
+    /// The optional `error_description`.
+    public var errorDescription: String?
+    /// The optional `error_uri`.
+    public var errorURI: String?
+
+    /// Creates an error body, sanitizing each field.
+    public init(code: Code, errorDescription: String? = nil, errorURI: String? = nil) {
+        self.code = Code(rawValue: Self.sanitize(code.rawValue, limit: 128) ?? "")
+        self.errorDescription = errorDescription.flatMap { Self.sanitize($0, limit: 512) }
+        self.errorURI = errorURI.flatMap { Self.sanitize($0, limit: 512) }
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case code = "error", errorDescription = "error_description", errorURI = "error_uri"
+    }
+
+    /// Decodes `error`, `error_description`, `error_uri`; other keys are ignored.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            code: try container.decode(Code.self, forKey: .code),
+            errorDescription: try? container.decodeIfPresent(String.self, forKey: .errorDescription),
+            errorURI: try? container.decodeIfPresent(String.self, forKey: .errorURI)
+        )
+    }
+
+    /// Keeps the printable ASCII that RFC 6749 §5.2 allows, bounded in length.
+    static func sanitize(_ text: String, limit: Int) -> String? {
+        let kept = String(String.UnicodeScalarView(text.unicodeScalars.filter { (0x20...0x7E).contains($0.value) }).prefix(limit))
+        return kept.isEmpty ? nil : kept
+    }
+}

@@ -1,0 +1,536 @@
+public import Foundation
+
+/// Runs OAuth grants for a set of providers, stores their tokens, and publishes every state change.
+///
+/// Create one per process with your providers and a store; it restores what the store holds and
+/// publishes `.authorized` for each. Then run a grant (``authorizeWithDeviceCode(provider:scopes:)``,
+/// ``authorizationRequest(provider:scopes:parameters:)`` + ``completeAuthorization(callbackURL:)``,
+/// ``clientCredentials(provider:scopes:)``) and call ``accessToken(for:)`` whenever you need a token:
+/// it is answered from memory while valid, and refreshed once for all concurrent callers when not.
+/// Subscribe to ``states`` to watch.
+public actor AuthFlow {
+    /// Knobs for time, refresh and logging.
+    public struct Options: Sendable {
+        /// Sleeps between device polls; inject a test clock to run them instantly.
+        public var clock: any Clock<Duration>
+        /// The wall clock used for expiry.
+        public var now: @Sendable () -> Date
+        /// Refresh this long before expiry (capped at half the token's lifetime).
+        public var refreshMargin: TimeInterval
+        /// How long an authorization request's `state` stays valid.
+        public var pendingAuthorizationLifetime: TimeInterval
+        /// The most authorization requests kept pending at once; the oldest is dropped beyond it.
+        public var maximumPendingAuthorizations: Int
+        /// The `User-Agent` sent when the provider sets none.
+        public var userAgent: String
+        /// Receives log events; debug events only for providers with `debug` set.
+        public var log: (@Sendable (LogRecord) -> Void)?
+
+        /// The defaults: continuous clock, `Date()`, 60 s margin, 10 minute `state` lifetime.
+        public init(
+            clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() },
+            refreshMargin: TimeInterval = 60, pendingAuthorizationLifetime: TimeInterval = 600,
+            maximumPendingAuthorizations: Int = 10_000, userAgent: String = "OAuthFlow/0.1",
+            log: (@Sendable (LogRecord) -> Void)? = nil
+        ) {
+            self.clock = clock
+            self.now = now
+            self.refreshMargin = refreshMargin
+            self.pendingAuthorizationLifetime = pendingAuthorizationLifetime
+            self.maximumPendingAuthorizations = maximumPendingAuthorizations
+            self.userAgent = userAgent
+            self.log = log
+        }
+    }
+
+    /// The providers, by id.
+    public nonisolated let providers: [String: Provider]
+    private let store: any SecretStore
+    private let transport: any HTTPTransport
+    private nonisolated let options: Options
+    private let logger: Logger
+    private nonisolated let broadcaster = StateBroadcaster()
+
+    private var tokens: [String: TokenSet] = [:]
+    private var refreshes: [String: Task<Result<TokenSet, OAuthError>, Never>] = [:]
+    private var pending: [AuthorizationRequest] = []
+
+    /// Creates a flow, validates the providers, and restores stored authorizations.
+    ///
+    /// Each restored authorization is published as `.authorized`; an entry that cannot be read is
+    /// published as `.error` for its provider and left on disk untouched.
+    /// - Throws: ``OAuthError`` `.configuration` for an invalid provider or a duplicate id.
+    public init(
+        providers: [Provider], store: any SecretStore = MemorySecretStore(),
+        transport: any HTTPTransport = URLSessionTransport(), options: Options = Options()
+    ) async throws(OAuthError) {
+        var byID: [String: Provider] = [:]
+        for provider in providers {
+            try provider.validate()
+            guard byID[provider.id] == nil else {
+                throw OAuthError(.configuration, providerID: provider.id, message: "duplicate provider id \"\(provider.id)\"")
+            }
+            byID[provider.id] = provider
+        }
+        self.providers = byID
+        self.store = store
+        self.transport = transport
+        self.options = options
+        self.logger = Logger(sink: options.log)
+        await restore()
+    }
+
+    /// Creates a flow from a JSON provider catalog file (see ``ProviderCatalog``).
+    /// - Throws: ``OAuthError`` `.configuration` naming the provider, key and reason.
+    public init(
+        catalogURL: URL, store: any SecretStore = MemorySecretStore(),
+        transport: any HTTPTransport = URLSessionTransport(), options: Options = Options()
+    ) async throws(OAuthError) {
+        try await self.init(providers: ProviderCatalog.load(contentsOf: catalogURL), store: store, transport: transport, options: options)
+    }
+
+    // MARK: State
+
+    /// A new stream that yields the current state, then every transition in order.
+    ///
+    /// Any number of subscribers may listen; each gets its own buffer, so a slow one never stalls
+    /// the flow. Stop iterating (or cancel the task) to unsubscribe.
+    public nonisolated var states: AsyncStream<State> { broadcaster.subscribe() }
+
+    /// The latest state published.
+    public nonisolated var state: State { broadcaster.current }
+
+    private func publish(_ state: State) {
+        if case .error(let provider, let error) = state {
+            logger.warning(provider, "\(error.code): \(error.response?.code.rawValue ?? error.message ?? "")")
+        }
+        broadcaster.publish(state)
+    }
+
+    /// Publishes `.error` for a failure and rethrows it.
+    private func fail(_ provider: String, _ error: OAuthError) -> OAuthError {
+        var error = error
+        if error.providerID == nil { error.providerID = provider }
+        publish(.error(provider: provider, error))
+        return error
+    }
+
+    deinit { broadcaster.finish() }
+
+    // MARK: Providers and stored authorizations
+
+    /// The provider with `id`.
+    /// - Throws: ``OAuthError`` `.configuration` when there is none.
+    public nonisolated func provider(_ id: String) throws(OAuthError) -> Provider {
+        guard let provider = providers[id] else {
+            throw OAuthError(.configuration, providerID: id, message: "no provider \"\(id)\" is configured")
+        }
+        return provider
+    }
+
+    /// What is stored for `provider`, without secrets; nil when nothing is.
+    public func authorization(for provider: String) -> Authorization? { tokens[provider]?.authorization }
+
+    /// Every stored authorization, by provider id.
+    public var authorizations: [String: Authorization] { tokens.mapValues(\.authorization) }
+
+    private func client(for provider: Provider) -> EndpointClient {
+        EndpointClient(provider: provider, transport: transport, userAgent: options.userAgent, log: logger)
+    }
+
+    private func restore() async {
+        let keys: [String]
+        do {
+            keys = try await store.keys()
+        } catch {
+            logger.warning(nil, "could not list the secret store: \(error)")
+            return
+        }
+        for key in keys where providers[key] != nil {
+            do {
+                guard let set = try await loadStored(key) else { continue }
+                tokens[key] = set
+                publish(.authorized(provider: key, set.authorization))
+            } catch {
+                publish(.error(provider: key, error))
+            }
+        }
+    }
+
+    private func loadStored(_ key: String) async throws(OAuthError) -> TokenSet? {
+        guard let data = try await store.load(key) else { return nil }
+        return try StoredEntry.decode(data, key: key)
+    }
+
+    private func save(_ set: TokenSet) async throws(OAuthError) {
+        try await store.save(StoredEntry.encode(set), for: set.providerID)
+        tokens[set.providerID] = set
+    }
+
+    /// Stores a fresh token set and publishes `.authorized`.
+    private func authorize(_ set: TokenSet) async throws(OAuthError) -> Authorization {
+        do {
+            try await save(set)
+        } catch {
+            throw fail(set.providerID, error)
+        }
+        publish(.authorized(provider: set.providerID, set.authorization))
+        return set.authorization
+    }
+
+    /// Removes the stored tokens of `provider` and publishes `.empty`.
+    /// - Throws: ``OAuthError`` `.storage` when the store cannot delete.
+    public func clear(provider: String) async throws(OAuthError) {
+        pending.removeAll { $0.providerID == provider }
+        refreshes[provider]?.cancel()
+        try await store.delete(provider)
+        tokens[provider] = nil
+        publish(.empty)
+    }
+
+    /// Removes every provider's stored tokens and publishes `.empty`.
+    /// - Throws: ``OAuthError`` `.storage` when the store cannot delete.
+    public func clear() async throws(OAuthError) {
+        pending.removeAll()
+        for task in refreshes.values { task.cancel() }
+        for key in try await store.keys() where providers[key] != nil { try await store.delete(key) }
+        tokens.removeAll()
+        publish(.empty)
+    }
+
+    // MARK: Authorization code + PKCE
+
+    /// Starts the authorization code grant with PKCE S256, `state`, and a `nonce` for `openid`.
+    ///
+    /// Send the user to the returned request's `url`, then call ``completeAuthorization(callbackURL:)``
+    /// with the redirect. Publishes `.authorizing`. See [RFC 6749 §4.1.1](https://www.rfc-editor.org/rfc/rfc6749#section-4.1.1)
+    /// and [RFC 7636 §4.3](https://www.rfc-editor.org/rfc/rfc7636#section-4.3).
+    /// - Parameters:
+    ///   - scopes: defaults to the provider's scopes.
+    ///   - parameters: extra query parameters (such as `login_hint`), over the provider's own.
+    ///   - usePKCE: keep `true`; only a confidential client may turn it off.
+    /// - Throws: ``OAuthError`` `.configuration` without an authorization URL or redirect URI.
+    public func authorizationRequest(
+        provider id: String, scopes: [String]? = nil, parameters: [String: String] = [:], usePKCE: Bool = true
+    ) async throws(OAuthError) -> AuthorizationRequest {
+        let provider = try provider(id)
+        let now = options.now()
+        let request = try AuthorizationCodeGrant.makeRequest(
+            provider: provider, scopes: scopes ?? provider.scopes, parameters: parameters, usePKCE: usePKCE, now: now,
+            lifetime: options.pendingAuthorizationLifetime)
+        pending.removeAll { $0.expiresAt <= now }
+        if pending.count >= options.maximumPendingAuthorizations { pending.removeFirst(pending.count - options.maximumPendingAuthorizations + 1) }
+        pending.append(request)
+        logger.debug(provider, "authorization request built; scopes=\(request.scopes.joined(separator: " ")) pkce=\(usePKCE)")
+        publish(.authorizing(provider: id, grant: .authorizationCode))
+        return request
+    }
+
+    /// Completes a browser login from the redirect URL the user came back with.
+    ///
+    /// Checks `state` against the pending requests (exact, constant time, single use, unexpired),
+    /// `iss` against the provider's issuer (RFC 9207), then exchanges the code with the PKCE verifier,
+    /// stores the tokens and publishes `.requestingAccessToken` then `.authorized`.
+    /// See [RFC 6749 §4.1.2–4.1.4](https://www.rfc-editor.org/rfc/rfc6749#section-4.1.2).
+    /// - Throws: ``OAuthError`` `.stateMismatch`, `.invalidCallback`, `.accessDenied` (the user said no),
+    ///   `.serverRejected` (RFC 6749 §5.2, such as `invalid_grant` for an expired code), `.transport`, `.storage`.
+    public func completeAuthorization(callbackURL: URL) async throws(OAuthError) -> Authorization {
+        let response = try AuthorizationResponse(callbackURL: callbackURL)
+        guard let state = response.state else {
+            throw OAuthError(.stateMismatch, endpoint: .authorization, message: "the callback carries no state")
+        }
+        let now = options.now()
+        // Single use: the matching request leaves the pending list whatever happens next.
+        guard let index = pending.firstIndex(where: { $0.state.constantTimeEquals(state) }) else {
+            throw OAuthError(.stateMismatch, endpoint: .authorization,
+                             message: "the callback's state matches no pending authorization request (reused, expired, or forged)")
+        }
+        let request = pending.remove(at: index)
+        guard request.expiresAt > now else {
+            throw fail(request.providerID, OAuthError(.stateMismatch, endpoint: .authorization, message: "the authorization request expired"))
+        }
+        return try await complete(response, request: request)
+    }
+
+    /// Completes a browser login against a request you kept yourself (for example in a web session).
+    ///
+    /// The same checks as ``completeAuthorization(callbackURL:)``, with `request` as the only candidate.
+    /// - Throws: the same as ``completeAuthorization(callbackURL:)``.
+    public func completeAuthorization(callbackURL: URL, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
+        let response = try AuthorizationResponse(callbackURL: callbackURL)
+        guard let state = response.state, state.constantTimeEquals(request.state) else {
+            throw fail(request.providerID, OAuthError(.stateMismatch, endpoint: .authorization,
+                                                      message: "the callback's state does not match the request"))
+        }
+        pending.removeAll { $0.state.constantTimeEquals(request.state) }
+        guard request.expiresAt > options.now() else {
+            throw fail(request.providerID, OAuthError(.stateMismatch, endpoint: .authorization, message: "the authorization request expired"))
+        }
+        return try await complete(response, request: request)
+    }
+
+    private func complete(_ response: AuthorizationResponse, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
+        let provider: Provider
+        do { provider = try self.provider(request.providerID) } catch { throw fail(request.providerID, error) }
+        if !response.duplicates.isEmpty {
+            logger.warning(provider.id, "callback repeats parameters \(response.duplicates); the first value of each was used")
+        }
+        if let issuer = provider.issuer, let returned = response.issuer, returned != issuer {
+            throw fail(provider.id, OAuthError(.invalidCallback, endpoint: .authorization,
+                                               message: "the callback's iss \"\(returned)\" is not the provider's issuer (RFC 9207 §2.4)"))
+        }
+        if let error = response.error {
+            throw fail(provider.id, EndpointClient.error(for: error, provider: provider.id, endpoint: .authorization, status: nil))
+        }
+        guard let code = response.code else {
+            throw fail(provider.id, OAuthError(.invalidCallback, endpoint: .authorization, message: "the callback carries neither code nor error"))
+        }
+        publish(.requestingAccessToken(provider: provider.id))
+        let token: TokenResponse
+        do {
+            token = try await AuthorizationCodeGrant.exchange(code: code, request: request, client: client(for: provider))
+        } catch {
+            throw fail(provider.id, error)
+        }
+        return try await authorize(TokenSet(token, providerID: provider.id, requestedScopes: request.scopes,
+                                            grant: .authorizationCode, now: options.now()))
+    }
+
+    // MARK: Device authorization
+
+    /// Requests a device code and user code (RFC 8628 §3.1).
+    ///
+    /// Show the returned code's `verificationURI` and `userCode`, then call ``pollDeviceAuthorization(_:)``.
+    /// Publishes `.requestingDeviceCode` then `.receivedDeviceCode`.
+    /// See [RFC 8628 §3.1](https://www.rfc-editor.org/rfc/rfc8628#section-3.1).
+    /// - Throws: ``OAuthError`` `.configuration` without a device endpoint; `.serverRejected` on a §5.2 error; `.transport`.
+    public func requestDeviceCode(provider id: String, scopes: [String]? = nil) async throws(OAuthError) -> DeviceCode {
+        let provider: Provider
+        do { provider = try self.provider(id) } catch { throw fail(id, error) }
+        publish(.requestingDeviceCode(provider: id))
+        do {
+            let code = try await DeviceAuthorizationGrant.requestCode(
+                scopes: scopes ?? provider.scopes, client: client(for: provider), now: options.now())
+            publish(.receivedDeviceCode(provider: id, code))
+            return code
+        } catch {
+            throw fail(id, error)
+        }
+    }
+
+    /// Polls until the user approves, denies, or the code expires; stores the tokens (RFC 8628 §3.4–3.5).
+    ///
+    /// Waits `interval` seconds between polls; `slow_down` adds 5 s for the rest of the flow and
+    /// republishes `.receivedDeviceCode` with the new interval. Cancel the task to stop promptly.
+    /// Publishes `.authorized` or `.error`.
+    /// - Throws: ``OAuthError`` `.accessDenied`, `.expired`, `.cancelled`, `.serverRejected`, `.transport`, `.storage`.
+    public func pollDeviceAuthorization(_ code: DeviceCode) async throws(OAuthError) -> Authorization {
+        let provider: Provider
+        do { provider = try self.provider(code.providerID) } catch { throw fail(code.providerID, error) }
+        let token: TokenResponse
+        do {
+            token = try await DeviceAuthorizationGrant.poll(
+                code, client: client(for: provider), clock: options.clock, now: options.now,
+                onSlowDown: { [weak self] raised in await self?.publishSlowDown(raised) })
+        } catch {
+            throw fail(provider.id, error)
+        }
+        return try await authorize(TokenSet(token, providerID: provider.id, requestedScopes: code.scopes,
+                                            grant: .deviceCode, now: options.now()))
+    }
+
+    private func publishSlowDown(_ code: DeviceCode) {
+        publish(.receivedDeviceCode(provider: code.providerID, code))
+    }
+
+    /// Runs the whole device flow: request a code, publish it, poll, store.
+    ///
+    /// Subscribers see `.requestingDeviceCode`, `.receivedDeviceCode` (show it), then `.authorized`.
+    /// - Throws: what ``requestDeviceCode(provider:scopes:)`` and ``pollDeviceAuthorization(_:)`` throw.
+    public func authorizeWithDeviceCode(provider: String, scopes: [String]? = nil) async throws(OAuthError) -> Authorization {
+        let code = try await requestDeviceCode(provider: provider, scopes: scopes)
+        return try await pollDeviceAuthorization(code)
+    }
+
+    // MARK: Client credentials
+
+    /// Gets a token for the client itself with its secret (RFC 6749 §4.4).
+    ///
+    /// Publishes `.requestingAccessToken` then `.authorized`. ``accessToken(for:)`` runs it again by
+    /// itself when the token expires. See [RFC 6749 §4.4](https://www.rfc-editor.org/rfc/rfc6749#section-4.4).
+    /// - Throws: ``OAuthError`` `.configuration` without a secret; `.serverRejected` (`invalid_client` for bad credentials); `.transport`.
+    public func clientCredentials(provider id: String, scopes: [String]? = nil) async throws(OAuthError) -> Authorization {
+        let provider: Provider
+        do { provider = try self.provider(id) } catch { throw fail(id, error) }
+        let set = try await fetchClientCredentials(provider, scopes: scopes ?? provider.scopes)
+        return try await authorize(set)
+    }
+
+    private func fetchClientCredentials(_ provider: Provider, scopes: [String]) async throws(OAuthError) -> TokenSet {
+        publish(.requestingAccessToken(provider: provider.id))
+        do {
+            let token = try await ClientCredentialsGrant.request(scopes: scopes, client: client(for: provider))
+            return TokenSet(token, providerID: provider.id, requestedScopes: scopes, grant: .clientCredentials, now: options.now())
+        } catch {
+            throw fail(provider.id, error)
+        }
+    }
+
+    // MARK: Tokens and refresh
+
+    /// A valid access token for `provider`: from memory while valid, else refreshed once for everyone.
+    ///
+    /// Concurrent callers share one refresh; other processes using the same ``FileSecretStore`` are
+    /// seen through its lock, so a rotated refresh token is never lost. Client-credentials
+    /// authorizations are fetched again rather than refreshed. Put the result in an
+    /// `Authorization: Bearer` header (RFC 6750 §2.1).
+    /// - Throws: ``OAuthError`` `.reauthorizationRequired` when nothing is stored or the refresh
+    ///   token was rejected; `.transport` (retry later); `.storage`.
+    public func accessToken(for provider: String) async throws(OAuthError) -> Secret {
+        try await tokenSet(for: provider).accessToken
+    }
+
+    /// The full valid token set for `provider`, refreshed when needed (see ``accessToken(for:)``).
+    /// - Throws: the same as ``accessToken(for:)``.
+    public func tokenSet(for provider: String) async throws(OAuthError) -> TokenSet {
+        if let set = tokens[provider], isFresh(set) { return set }
+        return try await renewShared(provider, force: false)
+    }
+
+    /// Refreshes `provider`'s tokens now, even when they are still valid.
+    ///
+    /// Publishes `.requestingAccessToken` then `.authorized`. See [RFC 6749 §6](https://www.rfc-editor.org/rfc/rfc6749#section-6).
+    /// - Throws: ``OAuthError`` `.reauthorizationRequired` (no refresh token, or `invalid_grant`); `.transport`; `.storage`.
+    @discardableResult
+    public func refresh(provider: String) async throws(OAuthError) -> Authorization {
+        try await renewShared(provider, force: true).authorization
+    }
+
+    private func isFresh(_ set: TokenSet) -> Bool {
+        guard let expiresAt = set.expiresAt else { return true }
+        let lifetime = expiresAt.timeIntervalSince(set.issuedAt)
+        let margin = min(options.refreshMargin, max(lifetime / 2, 0))
+        return !set.isExpired(at: options.now(), margin: margin)
+    }
+
+    /// One renewal per provider at a time; everyone waiting gets its result.
+    private func renewShared(_ provider: String, force: Bool) async throws(OAuthError) -> TokenSet {
+        if let running = refreshes[provider] { return try await running.value.get() }
+        let previous = tokens[provider]
+        let task = Task { await self.renewLocked(provider, force: force, previous: previous) }
+        refreshes[provider] = task
+        let result = await withTaskCancellationHandler { await task.value } onCancel: { }
+        refreshes[provider] = nil
+        return try result.get()
+    }
+
+    private func renewLocked(_ id: String, force: Bool, previous: TokenSet?) async -> Result<TokenSet, OAuthError> {
+        do throws(OAuthError) {
+            let provider: Provider
+            do { provider = try self.provider(id) } catch { throw fail(id, error) }
+            let set = try await store.withExclusiveAccess(to: id) { () async throws(OAuthError) -> TokenSet in
+                try await self.renew(provider, force: force, previous: previous)
+            }
+            return .success(set)
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Runs under the store's lock: re-read (another process may have renewed), then refresh or re-fetch.
+    private func renew(_ provider: Provider, force: Bool, previous: TokenSet?) async throws(OAuthError) -> TokenSet {
+        let stored: TokenSet?
+        do { stored = try await loadStored(provider.id) } catch { throw fail(provider.id, error) }
+        if let stored, !force || stored.issuedAt != previous?.issuedAt, isFresh(stored), !stored.needsReauthorization {
+            tokens[provider.id] = stored
+            logger.info(provider.id, "using the token another process stored")
+            return stored
+        }
+        guard let current = stored ?? previous else {
+            if provider.isConfidential, provider.supportedGrants.contains(.clientCredentials), provider.authorizationURL == nil,
+               provider.deviceAuthorizationURL == nil {
+                return try await storeAndPublish(fetchClientCredentials(provider, scopes: provider.scopes))
+            }
+            throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "nothing is stored for \"\(provider.id)\"; authorize first"))
+        }
+        if current.grant == .clientCredentials {
+            return try await storeAndPublish(fetchClientCredentials(provider, scopes: current.scopes))
+        }
+        guard !current.needsReauthorization else {
+            throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "the refresh token was rejected earlier; authorize again"))
+        }
+        guard let refreshToken = current.refreshToken else {
+            throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "the token expired and no refresh token is held"))
+        }
+        publish(.requestingAccessToken(provider: provider.id))
+        do {
+            let response = try await RefreshTokenGrant.request(refreshToken: refreshToken, client: client(for: provider))
+            logger.info(provider.id, "refreshed; refresh token \(response.refreshToken == nil ? "kept" : "rotated")")
+            return try await storeAndPublish(RefreshTokenGrant.merge(response, into: current, now: options.now()))
+        } catch where error.code == .reauthorizationRequired {
+            var marked = current
+            marked.needsReauthorization = true
+            do { try await save(marked) } catch { logger.warning(provider.id, "could not mark the authorization: \(error)") }
+            throw fail(provider.id, error)
+        } catch {
+            throw fail(provider.id, error)
+        }
+    }
+
+    private func storeAndPublish(_ set: TokenSet) async throws(OAuthError) -> TokenSet {
+        _ = try await authorize(set)
+        return set
+    }
+}
+
+/// The on-disk form of a token set: versioned JSON.
+enum StoredEntry {
+    private struct Envelope: Codable {
+        var version: Int
+        var tokens: TokenSet
+    }
+
+    static func encode(_ set: TokenSet) throws(OAuthError) -> Data {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .secondsSince1970
+        encoder.outputFormatting = [.sortedKeys]
+        do {
+            return try encoder.encode(Envelope(version: 1, tokens: set))
+        } catch {
+            throw OAuthError(.storage, providerID: set.providerID, message: "could not encode the token set", underlying: error)
+        }
+    }
+
+    static func decode(_ data: Data, key: String) throws(OAuthError) -> TokenSet {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        let envelope: Envelope
+        do {
+            envelope = try decoder.decode(Envelope.self, from: data)
+        } catch let error as DecodingError {
+            throw OAuthError(.storage, providerID: key, message: "the stored entry \"\(key)\" is corrupted (\(describe(error)))")
+        } catch {
+            throw OAuthError(.storage, providerID: key, message: "the stored entry \"\(key)\" is corrupted")
+        }
+        guard envelope.version == 1 else {
+            throw OAuthError(.storage, providerID: key, message: "the stored entry \"\(key)\" has unknown version \(envelope.version)")
+        }
+        guard envelope.tokens.providerID == key else {
+            throw OAuthError(.storage, providerID: key, message: "the stored entry \"\(key)\" belongs to provider \"\(envelope.tokens.providerID)\"")
+        }
+        return envelope.tokens
+    }
+
+    /// Names the failing key path, never a value.
+    private static func describe(_ error: DecodingError) -> String {
+        let path: [any CodingKey]
+        switch error {
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .keyNotFound(_, let context), .dataCorrupted(let context):
+            path = context.codingPath
+            if case .keyNotFound(let key, _) = error { return "missing \((path + [key]).map(\.stringValue).joined(separator: "."))" }
+        @unknown default:
+            path = []
+        }
+        return path.isEmpty ? "not valid JSON" : "bad value at \(path.map(\.stringValue).joined(separator: "."))"
+    }
+}

@@ -1,0 +1,92 @@
+public import Foundation
+
+/// A started authorization code request: the URL to open and what the callback is checked against.
+///
+/// Made by ``AuthFlow/authorizationRequest(provider:scopes:parameters:)``. Send the user to ``url``;
+/// finish with ``AuthFlow/completeAuthorization(callbackURL:)``. A web back end that runs several
+/// instances can keep this value in its session (it is `Codable`; the secrets in it are only
+/// `state`, the PKCE verifier and the nonce) and finish with
+/// ``AuthFlow/completeAuthorization(callbackURL:request:)``.
+/// See [RFC 6749 §4.1.1](https://www.rfc-editor.org/rfc/rfc6749#section-4.1.1) and RFC 7636.
+public struct AuthorizationRequest: Sendable, Codable, CustomStringConvertible {
+    /// The provider.
+    public let providerID: String
+    /// The authorization URL to open in a browser; its query holds no secret but the one-time `state`.
+    public let url: URL
+    /// The `state` value (at least 128 bits), compared in constant time on return.
+    public let state: Secret
+    /// The PKCE verifier, sent with the code exchange (nil only for a confidential client that opted out).
+    public let codeVerifier: Secret?
+    /// The OpenID Connect `nonce`, sent when `openid` is among the scopes.
+    public let nonce: Secret?
+    /// The `redirect_uri` sent, and sent again with the exchange (RFC 6749 §4.1.3).
+    public let redirectURI: URL
+    /// The scopes requested.
+    public let scopes: [String]
+    /// After this the callback is refused with `.stateMismatch`.
+    public let expiresAt: Date
+
+    /// Provider, redirect URI, scopes and expiry; never the state, verifier or nonce.
+    public var description: String {
+        "AuthorizationRequest(provider: \(providerID), redirectURI: \(redirectURI.absoluteString), "
+            + "scopes: \(scopes.joined(separator: " ")), expiresAt: \(expiresAt), state: <redacted>, codeVerifier: <redacted>)"
+    }
+}
+
+/// The authorization code grant with PKCE (RFC 6749 §4.1, RFC 7636).
+enum AuthorizationCodeGrant {
+    static func makeRequest(
+        provider: Provider, scopes: [String], parameters: [String: String], usePKCE: Bool, now: Date, lifetime: TimeInterval
+    ) throws(OAuthError) -> AuthorizationRequest {
+        guard let authorizationURL = provider.authorizationURL else {
+            throw OAuthError(.configuration, providerID: provider.id, message: "provider \"\(provider.id)\" has no authorizationURL")
+        }
+        guard let redirectURI = provider.redirectURI else {
+            throw OAuthError(.configuration, providerID: provider.id, message: "provider \"\(provider.id)\" has no redirectURI")
+        }
+        guard usePKCE || provider.isConfidential else {
+            throw OAuthError(.configuration, providerID: provider.id,
+                             message: "a public client must use PKCE (RFC 9700 §2.1.1)")
+        }
+        for name in parameters.keys where Provider.reservedAuthorizationParameters.contains(name) {
+            throw OAuthError(.configuration, providerID: provider.id,
+                             message: "authorization parameter \"\(name)\" is set by the flow and cannot be overridden")
+        }
+        let state = Secret(try SecureRandom.token(byteCount: 32))
+        let pkce = usePKCE ? try PKCE() : nil
+        let nonce = scopes.contains("openid") ? Secret(try SecureRandom.token(byteCount: 32)) : nil
+
+        var query: [(String, String)] = [
+            ("response_type", "code"), ("client_id", provider.clientID), ("redirect_uri", redirectURI.absoluteString),
+        ]
+        if !scopes.isEmpty { query.append(("scope", scopes.joined(separator: " "))) }
+        query.append(("state", state.reveal()))
+        if let pkce { query += [("code_challenge", pkce.challenge), ("code_challenge_method", pkce.method)] }
+        if let nonce { query.append(("nonce", nonce.reveal())) }
+        let extra = provider.authorizationParameters.merging(parameters) { _, call in call }
+        query += extra.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+
+        guard var components = URLComponents(url: authorizationURL, resolvingAgainstBaseURL: false) else {
+            throw OAuthError(.configuration, providerID: provider.id, message: "authorizationURL cannot be parsed")
+        }
+        // Keep any query the endpoint URL already has (RFC 6749 §3.1), then append ours.
+        let existing = components.percentEncodedQuery.map { $0 + "&" } ?? ""
+        components.percentEncodedQuery = existing + FormEncoding.encode(query).replacingOccurrences(of: "+", with: "%20")
+        guard let url = components.url else {
+            throw OAuthError(.configuration, providerID: provider.id, message: "could not build the authorization URL")
+        }
+        return AuthorizationRequest(
+            providerID: provider.id, url: url, state: state, codeVerifier: pkce?.verifier, nonce: nonce,
+            redirectURI: redirectURI, scopes: scopes, expiresAt: now.addingTimeInterval(lifetime))
+    }
+
+    /// The code exchange (RFC 6749 §4.1.3, RFC 7636 §4.5).
+    static func exchange(code: Secret, request: AuthorizationRequest, client: EndpointClient) async throws(OAuthError) -> TokenResponse {
+        var fields: [(String, String)] = [
+            ("grant_type", GrantType.authorizationCode.rawValue), ("code", code.reveal()),
+            ("redirect_uri", request.redirectURI.absoluteString),
+        ]
+        if let verifier = request.codeVerifier { fields.append(("code_verifier", verifier.reveal())) }
+        return try await client.requestToken(fields)
+    }
+}

@@ -1,0 +1,93 @@
+import Foundation
+
+/// The device authorization grant ([RFC 8628](https://www.rfc-editor.org/rfc/rfc8628)).
+enum DeviceAuthorizationGrant {
+    /// Default polling interval when the response has none (RFC 8628 §3.2).
+    static let defaultInterval = 5
+    /// What `slow_down` adds, for this and every later request (RFC 8628 §3.5).
+    static let slowDownIncrement = 5
+    /// Transport failures in a row after which polling gives up.
+    static let maximumConsecutiveTransportFailures = 5
+
+    /// Requests a device code and user code (RFC 8628 §3.1–3.2).
+    static func requestCode(scopes: [String], client: EndpointClient, now: Date) async throws(OAuthError) -> DeviceCode {
+        let provider = client.provider
+        guard let url = provider.deviceAuthorizationURL else {
+            throw OAuthError(.configuration, providerID: provider.id, message: "provider \"\(provider.id)\" has no deviceAuthorizationURL")
+        }
+        var fields: [(String, String)] = []
+        if !scopes.isEmpty { fields.append(("scope", scopes.joined(separator: " "))) }
+        let object = try await client.send(client.formRequest(url: url, fields: fields), endpoint: .deviceAuthorization)
+        return try decode(object, provider: provider.id, scopes: scopes, now: now)
+    }
+
+    static func decode(_ object: [String: Any], provider: String, scopes: [String], now: Date) throws(OAuthError) -> DeviceCode {
+        func invalid(_ reason: String) -> OAuthError {
+            OAuthError(.invalidResponse, providerID: provider, endpoint: .deviceAuthorization, message: "device authorization response: \(reason)")
+        }
+        guard let deviceCode = object["device_code"] as? String, !deviceCode.isEmpty else { throw invalid("device_code is missing") }
+        guard let userCode = object["user_code"] as? String, !userCode.isEmpty else { throw invalid("user_code is missing") }
+        // Google sends verification_url; RFC 8628 names it verification_uri.
+        guard let uriString = (object["verification_uri"] ?? object["verification_url"]) as? String,
+              let uri = URL(string: uriString), uri.scheme != nil
+        else { throw invalid("verification_uri is missing or not a URL") }
+        let completeString = (object["verification_uri_complete"] ?? object["verification_url_complete"]) as? String
+        guard let expiresIn = object["expires_in"].flatMap(EndpointClient.integer), expiresIn > 0 else {
+            throw invalid("expires_in is missing or not a positive number")
+        }
+        var interval = defaultInterval
+        if let raw = object["interval"], !(raw is NSNull) {
+            guard let value = EndpointClient.integer(raw), value >= 0 else { throw invalid("interval is not a number") }
+            interval = max(value, 1)
+        }
+        return DeviceCode(
+            providerID: provider, deviceCode: Secret(deviceCode), userCode: userCode, verificationURI: uri,
+            verificationURIComplete: completeString.flatMap(URL.init(string:)), expiresAt: now.addingTimeInterval(TimeInterval(expiresIn)),
+            expiresIn: expiresIn, interval: interval, scopes: scopes)
+    }
+
+    /// Polls the token endpoint until the user acts, the code expires, or the task is cancelled (RFC 8628 §3.4–3.5).
+    ///
+    /// `onSlowDown` receives the code with its raised interval so the actor can publish it.
+    static func poll(
+        _ code: DeviceCode, client: EndpointClient, clock: any Clock<Duration>, now: @Sendable () -> Date,
+        onSlowDown: @Sendable (DeviceCode) async -> Void
+    ) async throws(OAuthError) -> TokenResponse {
+        var code = code
+        var transportFailures = 0
+        var wait = code.interval
+        let fields: [(String, String)] = [("grant_type", GrantType.deviceCode.rawValue), ("device_code", code.deviceCode.reveal())]
+        while true {
+            do {
+                try await clock.sleep(for: .seconds(wait))
+            } catch {
+                throw OAuthError(.cancelled, providerID: code.providerID, endpoint: .token, message: "device authorization polling was cancelled")
+            }
+            guard now() < code.expiresAt else {
+                throw OAuthError(.expired, providerID: code.providerID, endpoint: .token,
+                                 message: "the device code expired before the user approved it (RFC 8628 §3.5)")
+            }
+            do {
+                return try await client.requestToken(fields)
+            } catch {
+                switch error.response?.code {
+                case .authorizationPending?:
+                    transportFailures = 0
+                    wait = code.interval
+                case .slowDown?:
+                    transportFailures = 0
+                    code.interval += slowDownIncrement
+                    wait = code.interval
+                    client.log.info(code.providerID, "slow_down: polling interval raised to \(code.interval) s")
+                    await onSlowDown(code)
+                default:
+                    guard error.code == .transport, transportFailures < maximumConsecutiveTransportFailures else { throw error }
+                    // RFC 8628 §3.5: back off on connection problems, then keep polling.
+                    transportFailures += 1
+                    wait = code.interval << transportFailures
+                    client.log.warning(code.providerID, "device poll failed to connect; retrying in \(wait) s")
+                }
+            }
+        }
+    }
+}

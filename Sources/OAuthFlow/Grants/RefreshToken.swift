@@ -1,0 +1,39 @@
+import Foundation
+
+/// The refresh grant ([RFC 6749 §6](https://www.rfc-editor.org/rfc/rfc6749#section-6)).
+enum RefreshTokenGrant {
+    /// Posts the refresh token to the token endpoint (never the authorization endpoint).
+    ///
+    /// `invalid_grant` becomes `.reauthorizationRequired`, with the §5.2 body kept.
+    static func request(refreshToken: Secret, client: EndpointClient) async throws(OAuthError) -> TokenResponse {
+        let fields: [(String, String)] = [("grant_type", GrantType.refreshToken.rawValue), ("refresh_token", refreshToken.reveal())]
+        do {
+            return try await client.requestToken(fields)
+        } catch where error.response?.code == .invalidGrant {
+            var error = error
+            error.code = .reauthorizationRequired
+            error.message = "the refresh token was rejected; authorize again"
+            throw error
+        }
+    }
+
+    /// Folds a refresh response into the previous set: a new refresh token replaces the old one
+    /// (rotation); an absent one keeps it; an absent scope keeps the old scopes (RFC 6749 §6).
+    static func merge(_ response: TokenResponse, into previous: TokenSet, now: Date) -> TokenSet {
+        var next = TokenSet(response, providerID: previous.providerID, requestedScopes: previous.scopes, grant: previous.grant, now: now)
+        next.refreshToken = response.refreshToken ?? previous.refreshToken
+        next.idToken = response.idToken ?? previous.idToken
+        return next
+    }
+}
+
+extension TokenSet {
+    /// A token set from a §5.1 response received at `now`.
+    init(_ response: TokenResponse, providerID: String, requestedScopes: [String], grant: GrantType, now: Date) {
+        let scopes = response.scope.map { $0.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init) } ?? requestedScopes
+        self.init(
+            providerID: providerID, accessToken: response.accessToken, tokenType: response.tokenType,
+            refreshToken: response.refreshToken, idToken: response.idToken, scopes: scopes, issuedAt: now,
+            expiresAt: response.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) }, grant: grant)
+    }
+}

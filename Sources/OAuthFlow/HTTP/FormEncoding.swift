@@ -1,0 +1,47 @@
+import Foundation
+
+/// `application/x-www-form-urlencoded` as RFC 6749 Appendix B and the WHATWG URL spec define it.
+enum FormEncoding {
+    /// Unreserved characters stay; space becomes `+`; every other byte is percent-encoded.
+    static func escape(_ string: String) -> String {
+        var out = ""
+        out.reserveCapacity(string.utf8.count)
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                 UInt8(ascii: "*"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            case UInt8(ascii: " "):
+                out.append("+")
+            default:
+                out.append("%")
+                out.append(hexDigits[Int(byte >> 4)])
+                out.append(hexDigits[Int(byte & 0x0F)])
+            }
+        }
+        return out
+    }
+
+    private static let hexDigits = Array("0123456789ABCDEF")
+
+    /// Encodes pairs in order as `a=b&c=d`.
+    static func encode(_ fields: [(String, String)]) -> String {
+        fields.map { "\(escape($0.0))=\(escape($0.1))" }.joined(separator: "&")
+    }
+
+    /// Decodes `a=b&c=d` into ordered pairs; `+` is a space; malformed escapes are kept literally.
+    static func decode(_ string: String) -> [(String, String)] {
+        string.split(separator: "&", omittingEmptySubsequences: true).map { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = unescape(String(parts[0]))
+            let value = parts.count > 1 ? unescape(String(parts[1])) : ""
+            return (name, value)
+        }
+    }
+
+    static func unescape(_ string: String) -> String {
+        let spaced = string.replacingOccurrences(of: "+", with: " ")
+        return spaced.removingPercentEncoding ?? spaced
+    }
+}

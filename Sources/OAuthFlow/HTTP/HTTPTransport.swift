@@ -1,0 +1,84 @@
+public import Foundation
+
+/// An HTTP request as OAuthFlow sends it.
+public struct HTTPRequest: Sendable, Hashable {
+    /// `GET` or `POST`.
+    public var method: String
+    /// The full URL.
+    public var url: URL
+    /// Header fields, in order.
+    public var headers: [(name: String, value: String)]
+    /// The body, if any.
+    public var body: Data?
+
+    /// Creates a request.
+    public init(method: String, url: URL, headers: [(name: String, value: String)] = [], body: Data? = nil) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The first value of the header `name` (case-insensitive).
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+
+    /// Equal when method, URL, headers and body match.
+    public static func == (lhs: HTTPRequest, rhs: HTTPRequest) -> Bool {
+        lhs.method == rhs.method && lhs.url == rhs.url && lhs.body == rhs.body
+            && lhs.headers.map { "\($0.name):\($0.value)" } == rhs.headers.map { "\($0.name):\($0.value)" }
+    }
+
+    /// Hashes method and URL.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(method)
+        hasher.combine(url)
+    }
+}
+
+/// An HTTP response: status, headers (names lower-cased), body.
+public struct HTTPResponse: Sendable, Hashable {
+    /// The status code.
+    public var status: Int
+    /// Header fields with lower-cased names.
+    public var headers: [String: String]
+    /// The body, at most the transport's limit.
+    public var body: Data
+
+    /// Creates a response; header names are lower-cased.
+    public init(status: Int, headers: [String: String] = [:], body: Data = Data()) {
+        self.status = status
+        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { first, _ in first })
+        self.body = body
+    }
+
+    /// The `Content-Type` media type without parameters, lower-cased.
+    public var mediaType: String? {
+        headers["content-type"]?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+    }
+}
+
+/// The seam through which every request leaves OAuthFlow.
+///
+/// The default is ``URLSessionTransport``. Implement it to route through your own HTTP client,
+/// add tracing, or script responses in tests:
+///
+/// ```swift
+/// struct RecordingTransport: HTTPTransport {
+///     let base: any HTTPTransport
+///     func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
+///         print(request.method, request.url.path)   // never the body: it holds secrets
+///         return try await base.send(request)
+///     }
+/// }
+/// ```
+///
+/// Implementations must not follow redirects for token requests (RFC 9700 §4.11) and should
+/// refuse bodies larger than a sane bound.
+public protocol HTTPTransport: Sendable {
+    /// Sends one request and returns the response, whatever its status.
+    /// - Throws: ``OAuthError`` `.transport` when no response arrived, `.cancelled` on cancellation,
+    ///   `.invalidResponse` when the body exceeds the limit.
+    func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse
+}

@@ -1,0 +1,42 @@
+import Foundation
+
+/// A value that must never be printed: a token, a code, a client secret, a PKCE verifier.
+///
+/// `description`, `debugDescription`, `dump` and string interpolation show `<redacted>`.
+/// Call ``reveal()`` only to put the value on the wire or into a ``SecretStore``.
+/// `Secret` is deliberately not `Equatable`; compare with ``constantTimeEquals(_:)``.
+/// `Codable` writes the raw value, so encode a `Secret` only into a store.
+public struct Secret: Sendable, Codable {
+    private let value: String
+
+    /// Wraps a raw secret value.
+    public init(_ value: String) { self.value = value }
+
+    /// Returns the raw value; use it only for the wire or for storage.
+    public func reveal() -> String { value }
+
+    /// Compares two secrets in time independent of where they differ (`CRYPTO_memcmp`).
+    public func constantTimeEquals(_ other: Secret) -> Bool {
+        ConstantTime.equals(Array(value.utf8), Array(other.value.utf8))
+    }
+
+    /// Decodes a secret from a single string value.
+    public init(from decoder: any Decoder) throws {
+        value = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    /// Encodes the raw value (stores only).
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(value)
+    }
+}
+
+extension Secret: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// Always `<redacted>`.
+    public var description: String { "<redacted>" }
+    /// Always `Secret(<redacted>)`.
+    public var debugDescription: String { "Secret(<redacted>)" }
+    /// A mirror with no children, so `dump` shows nothing of the value.
+    public var customMirror: Mirror { Mirror(self, children: [:]) }
+}

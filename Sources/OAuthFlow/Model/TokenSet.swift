@@ -1,0 +1,163 @@
+public import Foundation
+
+/// The tokens a token endpoint issued, with when they were issued and when they expire.
+///
+/// Held by ``AuthFlow`` and written to the ``SecretStore``; every token is a ``Secret``.
+/// Get the access token through ``AuthFlow/accessToken(for:)``, which refreshes when needed.
+/// See [RFC 6749 §5.1](https://www.rfc-editor.org/rfc/rfc6749#section-5.1).
+public struct TokenSet: Sendable, Codable {
+    /// The provider that issued these tokens.
+    public var providerID: String
+    /// The `access_token`.
+    public var accessToken: Secret
+    /// The `token_type` as sent (compare case-insensitively; see ``isBearer``).
+    public var tokenType: String
+    /// The `refresh_token`, when one was issued (or kept from before, RFC 6749 §6).
+    public var refreshToken: Secret?
+    /// The OpenID Connect `id_token`, when one was issued.
+    public var idToken: Secret?
+    /// The granted scopes (the response's `scope`, or the requested ones when it is absent, RFC 6749 §5.1).
+    public var scopes: [String]
+    /// When the token response arrived.
+    public var issuedAt: Date
+    /// `issuedAt + expires_in`, or nil when the server gave no lifetime.
+    public var expiresAt: Date?
+    /// The grant that produced the first token of this authorization.
+    public var grant: GrantType
+    /// True once a refresh failed with `invalid_grant`: only an interactive grant can help.
+    public var needsReauthorization: Bool
+
+    /// Creates a token set.
+    public init(
+        providerID: String, accessToken: Secret, tokenType: String = "Bearer", refreshToken: Secret? = nil,
+        idToken: Secret? = nil, scopes: [String] = [], issuedAt: Date, expiresAt: Date? = nil,
+        grant: GrantType, needsReauthorization: Bool = false
+    ) {
+        self.providerID = providerID
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.refreshToken = refreshToken
+        self.idToken = idToken
+        self.scopes = scopes
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+        self.grant = grant
+        self.needsReauthorization = needsReauthorization
+    }
+
+    /// True when `token_type` is `Bearer` in any case (RFC 6749 §5.1 says it is case-insensitive).
+    public var isBearer: Bool { tokenType.lowercased() == "bearer" }
+
+    /// True when the access token expires within `margin` of `now` (never, without an expiry).
+    public func isExpired(at now: Date, margin: TimeInterval = 0) -> Bool {
+        guard let expiresAt else { return false }
+        return expiresAt.timeIntervalSince(now) <= margin
+    }
+
+    /// What may be shown about these tokens: no secret in it.
+    public var authorization: Authorization {
+        Authorization(
+            providerID: providerID, tokenType: tokenType, scopes: scopes, issuedAt: issuedAt, expiresAt: expiresAt,
+            grant: grant, isRefreshable: refreshToken != nil, hasIDToken: idToken != nil,
+            needsReauthorization: needsReauthorization
+        )
+    }
+}
+
+/// What a state or a status line may show about a stored authorization; it holds no secret.
+///
+/// Published in ``AuthFlow/State/authorized(provider:_:)``. Call ``AuthFlow/accessToken(for:)``
+/// for the token itself.
+public struct Authorization: Sendable, Hashable, Codable {
+    /// The provider.
+    public var providerID: String
+    /// The `token_type`.
+    public var tokenType: String
+    /// The granted scopes.
+    public var scopes: [String]
+    /// When the token was issued.
+    public var issuedAt: Date
+    /// When the access token expires, if known.
+    public var expiresAt: Date?
+    /// The grant that produced it.
+    public var grant: GrantType
+    /// True when a refresh token is held.
+    public var isRefreshable: Bool
+    /// True when an ID token is held.
+    public var hasIDToken: Bool
+    /// True when a refresh failed with `invalid_grant` and an interactive grant is needed.
+    public var needsReauthorization: Bool
+}
+
+/// The OAuth grants OAuthFlow runs.
+public enum GrantType: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Authorization code with PKCE (RFC 6749 §4.1, RFC 7636).
+    case authorizationCode = "authorization_code"
+    /// Device authorization (RFC 8628).
+    case deviceCode = "urn:ietf:params:oauth:grant-type:device_code"
+    /// Client credentials (RFC 6749 §4.4).
+    case clientCredentials = "client_credentials"
+    /// Refresh (RFC 6749 §6).
+    case refreshToken = "refresh_token"
+}
+
+/// The device authorization response a person acts on ([RFC 8628 §3.2](https://www.rfc-editor.org/rfc/rfc8628#section-3.2)).
+///
+/// Show ``verificationURI`` (or ``verificationURIComplete``) and ``userCode``, then await
+/// ``AuthFlow/pollDeviceAuthorization(_:)``. The `device_code` itself stays inside and never prints.
+public struct DeviceCode: Sendable, Hashable, CustomStringConvertible {
+    /// The provider.
+    public var providerID: String
+    /// The `user_code` the person types in.
+    public var userCode: String
+    /// The `verification_uri` (Google sends `verification_url`).
+    public var verificationURI: URL
+    /// The `verification_uri_complete`, with the user code embedded, when sent.
+    public var verificationURIComplete: URL?
+    /// When the codes stop working (`expires_in` after receipt).
+    public var expiresAt: Date
+    /// The lifetime as sent, in seconds.
+    public var expiresIn: Int
+    /// The current polling interval in seconds (5 when absent; `slow_down` adds 5).
+    public var interval: Int
+    /// The scopes requested.
+    public var scopes: [String]
+    let deviceCode: Secret
+
+    init(
+        providerID: String, deviceCode: Secret, userCode: String, verificationURI: URL, verificationURIComplete: URL?,
+        expiresAt: Date, expiresIn: Int, interval: Int, scopes: [String]
+    ) {
+        self.providerID = providerID
+        self.deviceCode = deviceCode
+        self.userCode = userCode
+        self.verificationURI = verificationURI
+        self.verificationURIComplete = verificationURIComplete
+        self.expiresAt = expiresAt
+        self.expiresIn = expiresIn
+        self.interval = interval
+        self.scopes = scopes
+    }
+
+    /// Equal when everything visible and the device code agree.
+    public static func == (lhs: DeviceCode, rhs: DeviceCode) -> Bool {
+        lhs.providerID == rhs.providerID && lhs.userCode == rhs.userCode && lhs.verificationURI == rhs.verificationURI
+            && lhs.verificationURIComplete == rhs.verificationURIComplete && lhs.expiresAt == rhs.expiresAt
+            && lhs.expiresIn == rhs.expiresIn && lhs.interval == rhs.interval && lhs.scopes == rhs.scopes
+            && lhs.deviceCode.constantTimeEquals(rhs.deviceCode)
+    }
+
+    /// Hashes the visible fields.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(providerID)
+        hasher.combine(userCode)
+        hasher.combine(expiresAt)
+        hasher.combine(interval)
+    }
+
+    /// The user-facing fields; the device code shows as `<redacted>`.
+    public var description: String {
+        "DeviceCode(provider: \(providerID), userCode: \(userCode), verificationURI: \(verificationURI.absoluteString), "
+            + "expiresIn: \(expiresIn), interval: \(interval), deviceCode: <redacted>)"
+    }
+}

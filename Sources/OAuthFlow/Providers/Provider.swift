@@ -1,0 +1,195 @@
+public import Foundation
+
+/// One authorization server and this client's registration at it.
+///
+/// Load providers from a JSON catalog with ``ProviderCatalog``, or build one in code; both paths
+/// run ``validate()``. Hand them to ``AuthFlow``. Each grant uses the endpoint it needs and
+/// throws ``OAuthError`` `.configuration` when that endpoint is missing.
+public struct Provider: Sendable, Hashable, CustomStringConvertible {
+    /// How the client authenticates at the token endpoint (RFC 6749 §2.3).
+    public enum ClientAuthentication: String, Sendable, Hashable, Codable, CaseIterable {
+        /// HTTP Basic with the form-encoded id and secret (RFC 6749 §2.3.1); the default with a secret.
+        case clientSecretBasic = "client_secret_basic"
+        /// `client_id` and `client_secret` in the form body (RFC 6749 §2.3.1).
+        case clientSecretPost = "client_secret_post"
+        /// A public client: `client_id` in the body, no secret (RFC 6749 §2.1).
+        case none = "none"
+    }
+
+    /// A unique, stable name such as `github`; also the store key.
+    public var id: String
+    /// The authorization endpoint (RFC 6749 §3.1); needed for the browser grant.
+    public var authorizationURL: URL?
+    /// The token endpoint (RFC 6749 §3.2).
+    public var tokenURL: URL
+    /// The device authorization endpoint (RFC 8628 §3.1).
+    public var deviceAuthorizationURL: URL?
+    /// The revocation endpoint (RFC 7009).
+    public var revocationURL: URL?
+    /// The introspection endpoint (RFC 7662).
+    public var introspectionURL: URL?
+    /// The OpenID Connect userinfo endpoint.
+    public var userinfoURL: URL?
+    /// The issuer identifier; when set, a callback's `iss` must equal it (RFC 9207).
+    public var issuer: String?
+    /// The JWKS URL for ID token signatures.
+    public var jwksURL: URL?
+    /// The `client_id`.
+    public var clientID: String
+    /// The client secret, resolved at load time (inline, `clientSecretEnv` or `clientSecretFile`).
+    public var clientSecret: Secret?
+    /// How to authenticate at the token endpoint.
+    public var clientAuthentication: ClientAuthentication
+    /// The registered redirect URI for the authorization code grant.
+    public var redirectURI: URL?
+    /// The default scopes to request.
+    public var scopes: [String]
+    /// Extra authorization request parameters, such as `login_hint` or `prompt`.
+    public var authorizationParameters: [String: String]
+    /// A `User-Agent` to send instead of the default.
+    public var userAgent: String?
+    /// Emit debug log events (shapes, never values) for this provider.
+    public var debug: Bool
+
+    /// Creates a provider; call ``validate()`` (``AuthFlow`` does) before use.
+    ///
+    /// `clientAuthentication` defaults to `client_secret_basic` with a secret and `none` without.
+    public init(
+        id: String, authorizationURL: URL? = nil, tokenURL: URL, deviceAuthorizationURL: URL? = nil,
+        revocationURL: URL? = nil, introspectionURL: URL? = nil, userinfoURL: URL? = nil, issuer: String? = nil,
+        jwksURL: URL? = nil, clientID: String, clientSecret: Secret? = nil,
+        clientAuthentication: ClientAuthentication? = nil, redirectURI: URL? = nil, scopes: [String] = [],
+        authorizationParameters: [String: String] = [:], userAgent: String? = nil, debug: Bool = false
+    ) {
+        self.id = id
+        self.authorizationURL = authorizationURL
+        self.tokenURL = tokenURL
+        self.deviceAuthorizationURL = deviceAuthorizationURL
+        self.revocationURL = revocationURL
+        self.introspectionURL = introspectionURL
+        self.userinfoURL = userinfoURL
+        self.issuer = issuer
+        self.jwksURL = jwksURL
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+        self.clientAuthentication = clientAuthentication ?? (clientSecret == nil ? .none : .clientSecretBasic)
+        self.redirectURI = redirectURI
+        self.scopes = scopes
+        self.authorizationParameters = authorizationParameters
+        self.userAgent = userAgent
+        self.debug = debug
+    }
+
+    /// True for a client that holds a secret (a confidential client, RFC 6749 §2.1).
+    public var isConfidential: Bool { clientSecret != nil && clientAuthentication != .none }
+
+    /// The grants this provider's configuration supports.
+    public var supportedGrants: [GrantType] {
+        var grants: [GrantType] = []
+        if authorizationURL != nil, redirectURI != nil { grants.append(.authorizationCode) }
+        if deviceAuthorizationURL != nil { grants.append(.deviceCode) }
+        if isConfidential { grants.append(.clientCredentials) }
+        grants.append(.refreshToken)
+        return grants
+    }
+
+    /// The provider's id and endpoints; the secret shows as `<redacted>`.
+    public var description: String {
+        "Provider(id: \(id), token: \(tokenURL.absoluteString), clientID: \(clientID), "
+            + "clientSecret: \(clientSecret == nil ? "none" : "<redacted>"), auth: \(clientAuthentication.rawValue))"
+    }
+
+    /// Equal when every field but the secret matches and both secrets are equal in constant time.
+    public static func == (lhs: Provider, rhs: Provider) -> Bool {
+        let secretsEqual: Bool
+        switch (lhs.clientSecret, rhs.clientSecret) {
+        case (nil, nil): secretsEqual = true
+        case (let a?, let b?): secretsEqual = a.constantTimeEquals(b)
+        default: secretsEqual = false
+        }
+        return secretsEqual && lhs.id == rhs.id && lhs.authorizationURL == rhs.authorizationURL
+            && lhs.tokenURL == rhs.tokenURL && lhs.deviceAuthorizationURL == rhs.deviceAuthorizationURL
+            && lhs.revocationURL == rhs.revocationURL && lhs.introspectionURL == rhs.introspectionURL
+            && lhs.userinfoURL == rhs.userinfoURL && lhs.issuer == rhs.issuer && lhs.jwksURL == rhs.jwksURL
+            && lhs.clientID == rhs.clientID && lhs.clientAuthentication == rhs.clientAuthentication
+            && lhs.redirectURI == rhs.redirectURI && lhs.scopes == rhs.scopes
+            && lhs.authorizationParameters == rhs.authorizationParameters && lhs.userAgent == rhs.userAgent
+            && lhs.debug == rhs.debug
+    }
+
+    /// Hashes the id and client id.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(id)
+        hasher.combine(clientID)
+    }
+}
+
+extension Provider {
+    /// Checks the rules every provider must meet.
+    ///
+    /// Endpoints must be `https://`, or `http://` on a loopback host (`localhost`, `*.localhost`,
+    /// `127.0.0.1`, `[::1]`), without user info or fragment (RFC 6749 §3.1, RFC 9700 §2.6);
+    /// the id must be a safe store key; `client_secret_basic`/`_post` need a secret.
+    /// - Throws: ``OAuthError`` `.configuration` naming the provider, the key and the reason.
+    public func validate() throws(OAuthError) {
+        func fail(_ key: String, _ reason: String) -> OAuthError {
+            OAuthError(.configuration, providerID: id, message: "provider \"\(id)\": \(key): \(reason)")
+        }
+        guard Self.isValidID(id) else {
+            throw fail("id", "must be 1 to 128 characters of letters, digits, '.', '_' or '-', not starting with '.'")
+        }
+        guard !clientID.isEmpty else { throw fail("clientID", "must not be empty") }
+        let endpoints: [(String, URL?)] = [
+            ("authorizationURL", authorizationURL), ("tokenURL", tokenURL),
+            ("deviceAuthorizationURL", deviceAuthorizationURL), ("revocationURL", revocationURL),
+            ("introspectionURL", introspectionURL), ("userinfoURL", userinfoURL), ("jwksURL", jwksURL),
+        ]
+        for (key, url) in endpoints {
+            guard let url else { continue }
+            if let reason = Self.endpointProblem(url) { throw fail(key, reason) }
+        }
+        if let redirectURI {
+            guard redirectURI.scheme != nil, redirectURI.fragment == nil else {
+                throw fail("redirectURI", "must be an absolute URI without a fragment (RFC 6749 §3.1.2)")
+            }
+        }
+        if clientAuthentication != .none, clientSecret == nil {
+            throw fail("clientAuthentication", "\(clientAuthentication.rawValue) needs a client secret")
+        }
+        for name in authorizationParameters.keys where Self.reservedAuthorizationParameters.contains(name) {
+            throw fail("authorizationParameters", "\"\(name)\" is set by the flow and cannot be overridden")
+        }
+    }
+
+    /// Parameters the flow sets itself; a catalog may not override them.
+    static let reservedAuthorizationParameters: Set<String> = [
+        "response_type", "client_id", "redirect_uri", "state", "code_challenge", "code_challenge_method", "nonce",
+    ]
+
+    static func isValidID(_ id: String) -> Bool {
+        guard (1...128).contains(id.count), !id.hasPrefix(".") else { return false }
+        return id.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) && $0.isASCII || "._-".unicodeScalars.contains($0) }
+    }
+
+    /// Why `url` may not be an endpoint, or nil when it may.
+    static func endpointProblem(_ url: URL) -> String? {
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: false),
+              let scheme = components.scheme?.lowercased(), let host = components.host, !host.isEmpty
+        else { return "is not an absolute URL with a host" }
+        if components.user != nil || components.password != nil { return "must not contain user info" }
+        if components.fragment != nil { return "must not contain a fragment" }
+        switch scheme {
+        case "https": return nil
+        case "http": return isLoopback(host: host) ? nil : "must use https:// (http:// is allowed only for loopback hosts)"
+        default: return "must use https://"
+        }
+    }
+
+    /// True for `localhost`, `*.localhost`, `127.0.0.0/8` and `::1`.
+    static func isLoopback(host: String) -> Bool {
+        let host = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        if host == "localhost" || host.hasSuffix(".localhost") || host == "::1" { return true }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
+    }
+}

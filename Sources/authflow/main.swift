@@ -1,0 +1,2 @@
+import OAuthFlow
+print("authflow: not yet")

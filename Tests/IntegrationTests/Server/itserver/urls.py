@@ -1,0 +1,24 @@
+from django.contrib.auth import views as auth_views
+from django.http import HttpResponse
+from django.urls import include, path, re_path
+
+from itserver.views import ITConnectDiscoveryInfoView, ITOAuthServerMetadataView
+
+
+def profile(request):
+    # Landing page after a login without `next`; lets a browser check its session.
+    user = request.user.get_username() if request.user.is_authenticated else ""
+    return HttpResponse(f"logged in as: {user}\n", content_type="text/plain")
+
+
+urlpatterns = [
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/profile/", profile, name="profile"),
+    # Discovery documents (see itserver/views.py); listed before the DOT include so they win.
+    re_path(r"^o/\.well-known/openid-configuration/?$", ITConnectDiscoveryInfoView.as_view()),
+    path("o/.well-known/oauth-authorization-server", ITOAuthServerMetadataView.as_view()),
+    # RFC 8414 path-component form for the issuer http://127.0.0.1:PORT/o.
+    path(".well-known/oauth-authorization-server/o", ITOAuthServerMetadataView.as_view()),
+    path("o/", include("oauth2_provider.urls", namespace="oauth2_provider")),
+]
