@@ -188,6 +188,30 @@ public actor AuthFlow {
         publish(.empty)
     }
 
+    /// Revokes `provider`'s tokens at its revocation endpoint, then forgets them and publishes `.empty`.
+    ///
+    /// The refresh token is revoked when held (RFC 7009 §2.1 ends its access tokens too), else the
+    /// access token. Local tokens are removed even when the provider has no revocation endpoint
+    /// (`revoked` is then false) but kept when the revocation request fails, so you can retry.
+    /// See [RFC 7009 §2](https://www.rfc-editor.org/rfc/rfc7009#section-2).
+    /// - Returns: true when the provider confirmed the revocation.
+    /// - Throws: ``OAuthError`` `.transport`, `.serverRejected`, `.storage`.
+    @discardableResult
+    public func revoke(provider id: String) async throws(OAuthError) -> Bool {
+        let provider = try self.provider(id)
+        var revoked = false
+        if let set = tokens[id], provider.revocationURL != nil {
+            do {
+                try await Revocation.revoke(set, client: client(for: provider))
+                revoked = true
+            } catch {
+                throw fail(id, error)
+            }
+        }
+        try await clear(provider: id)
+        return revoked
+    }
+
     /// Removes every provider's stored tokens and publishes `.empty`.
     /// - Throws: ``OAuthError`` `.storage` when the store cannot delete.
     public func clear() async throws(OAuthError) {
