@@ -16,6 +16,8 @@ VENV="$IT_HOME/venv"
 STAMP="$IT_HOME/.setup-stamp"
 
 export OAUTHFLOW_IT_HOME="$IT_HOME"
+# Keep the repository free of __pycache__ folders.
+export PYTHONDONTWRITEBYTECODE=1
 
 log() { echo "[oauthflow-it setup] $*" >&2; }
 

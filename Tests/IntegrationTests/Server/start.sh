@@ -18,6 +18,8 @@ DISCOVERY="http://127.0.0.1:$PORT/o/.well-known/openid-configuration"
 WAIT_SECONDS=60
 
 export OAUTHFLOW_IT_HOME="$IT_HOME" OAUTHFLOW_IT_PORT="$PORT"
+# Keep the repository free of __pycache__ folders.
+export PYTHONDONTWRITEBYTECODE=1
 
 log() { echo "[oauthflow-it start] $*" >&2; }
 
@@ -25,13 +27,32 @@ log() { echo "[oauthflow-it start] $*" >&2; }
 
 PY="$IT_HOME/venv/bin/python"
 
-# Prints the issuer if the discovery document is served with the expected issuer.
+# Succeeds if the discovery document is served with the expected issuer and, when an
+# instance id is given, the answering server is the instance started with that id.
 probe() {
-    "$PY" - "$DISCOVERY" "http://127.0.0.1:$PORT/o" <<'PY' 2>/dev/null
+    "$PY" - "$DISCOVERY" "http://127.0.0.1:$PORT/o" "http://127.0.0.1:$PORT/it/instance" "${1:-}" <<'PY' 2>/dev/null
 import json, sys, urllib.request
-with urllib.request.urlopen(sys.argv[1], timeout=2) as r:
-    issuer = json.load(r)["issuer"]
-sys.exit(0 if issuer == sys.argv[2] else 1)
+discovery, issuer, instance_url, instance = sys.argv[1:5]
+with urllib.request.urlopen(discovery, timeout=2) as r:
+    if json.load(r)["issuer"] != issuer:
+        sys.exit(1)
+if instance:
+    with urllib.request.urlopen(instance_url, timeout=2) as r:
+        sys.exit(0 if r.read().decode().strip() == instance else 1)
+PY
+}
+
+# Succeeds if nothing listens on 127.0.0.1:$PORT.
+port_free() {
+    "$PY" - "$PORT" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)
+finally:
+    s.close()
 PY
 }
 
@@ -48,8 +69,15 @@ if [[ -f "$PIDFILE" ]]; then
     rm -f "$PIDFILE"
 fi
 
+if ! port_free; then
+    log "ERROR: 127.0.0.1:$PORT is already in use by another process (not the pid in $PIDFILE)"
+    exit 1
+fi
+
 cd "$HERE"
 : > "$LOGFILE"
+INSTANCE="$("$PY" -c 'import secrets; print(secrets.token_hex(8))')"
+export OAUTHFLOW_IT_INSTANCE="$INSTANCE"
 # setsid: the server gets its own session/process group (pgid == pid), so stop.sh can
 # signal the gunicorn master and its worker together. The background child of this
 # non-interactive shell is not a group leader, so setsid execs in place and $! is the
@@ -73,7 +101,7 @@ while (( SECONDS < deadline )); do
         rm -f "$PIDFILE"
         exit 1
     fi
-    if probe; then
+    if probe "$INSTANCE"; then
         log "ready at http://127.0.0.1:$PORT (pid $PID, issuer http://127.0.0.1:$PORT/o)"
         exit 0
     fi

@@ -20,7 +20,11 @@ if ! [[ "$PID" =~ ^[0-9]+$ ]] || ! kill -0 "$PID" 2>/dev/null; then
 fi
 
 # Signal the whole group only if this pid leads its own process group (as start.sh arranges).
-PGID="$(ps -o pgid= -p "$PID" 2>/dev/null | tr -d ' ' || true)"
+# (Read from /proc instead of ps: procps is not in every minimal image.)
+PGID=""
+if STAT="$(cat "/proc/$PID/stat" 2>/dev/null)"; then
+    read -r _state _ppid PGID _rest <<< "${STAT##*) }"
+fi
 send() {
     if [[ "$PGID" == "$PID" ]]; then
         kill "-$1" -- "-$PID" 2>/dev/null || true

@@ -44,7 +44,7 @@ internal actor TestBrowser {
         session.invalidateAndCancel()
     }
 
-    // MARK: - Public flows
+    // MARK: - Flows
 
     /// Opens `url` (an authorization request), logs in with `username`/`password` if asked
     /// to, answers the consent page (allow or deny) and returns the redirect URL that points

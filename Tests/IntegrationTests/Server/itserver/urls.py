@@ -1,8 +1,15 @@
+import os
+
 from django.contrib.auth import views as auth_views
 from django.http import HttpResponse
 from django.urls import include, path, re_path
 
 from itserver.views import ITConnectDiscoveryInfoView, ITOAuthServerMetadataView
+
+
+def instance(request):
+    # Lets start.sh check that the process answering on the port is the one it started.
+    return HttpResponse(os.environ.get("OAUTHFLOW_IT_INSTANCE", "") + "\n", content_type="text/plain")
 
 
 def profile(request):
@@ -15,6 +22,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/profile/", profile, name="profile"),
+    path("it/instance", instance),
     # Discovery documents (see itserver/views.py); listed before the DOT include so they win.
     re_path(r"^o/\.well-known/openid-configuration/?$", ITConnectDiscoveryInfoView.as_view()),
     path("o/.well-known/oauth-authorization-server", ITOAuthServerMetadataView.as_view()),

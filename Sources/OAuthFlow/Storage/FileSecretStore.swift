@@ -1,0 +1,447 @@
+public import Foundation
+import Glibc
+
+/// A ``SecretStore`` that keeps one JSON file per key in a private directory, safe across processes.
+///
+/// Each entry is `<key>.json`, mode 0600, in a directory of mode 0700 owned by the current user.
+/// ``save(_:for:)`` replaces an entry atomically (temporary file, `fsync`, `rename`, `fsync` of the
+/// directory), so a crash leaves either the old entry or the new one, never a torn file.
+/// ``withExclusiveAccess(to:_:)`` holds an advisory `flock(2)` on `<key>.lock`, so services and
+/// `authflow` commands that share the directory refresh a provider one at a time and never lose
+/// each other's rotated refresh token.
+///
+/// ```swift
+/// let store = try FileSecretStore()            // $XDG_STATE_HOME/oauthflow or ~/.local/state/oauthflow
+/// let flow = try await AuthFlow(providers: providers, store: store)
+/// ```
+///
+/// The store refuses, rather than repairs, anything it did not expect: a directory or entry that
+/// group or others can access, one owned by another user, a symbolic link, an oversized file. The
+/// error names the path and the fix. See `Documentation/Storage.md` for the layout and threat model.
+///
+/// File I/O runs on the calling task's thread and is short; waiting for a lock never blocks a thread.
+public final class FileSecretStore: SecretStore {
+    /// The directory that holds the entries.
+    public let directory: URL
+    /// How long ``withExclusiveAccess(to:_:)`` waits for another process to release a key's lock.
+    public let lockTimeout: Duration
+    /// The largest entry, in bytes, that ``save(_:for:)`` writes and ``load(_:)`` reads (1 MiB).
+    public static let maximumEntrySize = 1 << 20
+
+    private let path: String
+    /// The directory, opened once: every file operation is relative to it, so a path swapped
+    /// after ``init(directory:environment:lockTimeout:)`` checked it cannot redirect the store.
+    private let directoryFD: Int32
+    private let locks = KeyedAsyncLock()
+
+    /// Opens the store, creating its directory (mode 0700) when it does not exist.
+    ///
+    /// Missing parent directories are created with mode 0700 too; existing ones are left as they are.
+    /// Pass `directory` to choose the place, for example
+    /// `try FileSecretStore.defaultDirectory(name: "myapp")`.
+    /// - Parameters:
+    ///   - directory: where entries live; `nil` means ``defaultDirectory(name:environment:)``.
+    ///   - environment: consulted for `XDG_STATE_HOME` and `HOME` when `directory` is `nil`.
+    ///   - lockTimeout: how long ``withExclusiveAccess(to:_:)`` waits for another process.
+    /// - Throws: ``OAuthError`` `.configuration` when no default directory can be derived or the URL
+    ///   is not a file URL; `.storage` when the directory cannot be created or opened, is not a
+    ///   directory, is owned by another user, or grants group or others any permission (run
+    ///   `chmod 700` on it; the store does not loosen or tighten modes it did not set).
+    public init(
+        directory: URL? = nil,
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        lockTimeout: Duration = .seconds(30)
+    ) throws(OAuthError) {
+        let chosen = directory
+        let directory: URL
+        if let chosen { directory = chosen } else { directory = try Self.defaultDirectory(environment: environment) }
+        guard directory.isFileURL else {
+            throw OAuthError(.configuration, message: "the secret store directory must be a file URL, not \"\(directory.scheme ?? "")\"")
+        }
+        let path = directory.standardizedFileURL.path
+        let created = try Self.makeDirectories(path)
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw Self.failure(nil, "cannot open the secret store directory \"\(path)\"", errno: errno)
+        }
+        do throws(OAuthError) {
+            if created, fchmod(fd, 0o700) != 0 {
+                throw Self.failure(nil, "cannot set mode 0700 on \"\(path)\"", errno: errno)
+            }
+            try Self.checkDirectory(fd, path: path, key: nil)
+        } catch {
+            close(fd)
+            throw error
+        }
+        self.directory = URL(fileURLWithPath: path, isDirectory: true)
+        self.path = path
+        self.directoryFD = fd
+        self.lockTimeout = lockTimeout
+    }
+
+    deinit { close(directoryFD) }
+
+    /// The XDG state directory for `name`: `$XDG_STATE_HOME/<name>`, else `$HOME/.local/state/<name>`.
+    ///
+    /// A relative `XDG_STATE_HOME` is ignored, as the XDG Base Directory specification requires.
+    /// The directory is not created; ``init(directory:environment:lockTimeout:)`` does that.
+    /// - Parameters:
+    ///   - name: the application's directory, a single path component (`authflow` for the CLI).
+    ///   - environment: the variables to read.
+    /// - Throws: ``OAuthError`` `.configuration` when `name` is not a single component, or when
+    ///   neither `XDG_STATE_HOME` nor `HOME` is an absolute path; pass a directory explicitly then.
+    public static func defaultDirectory(
+        name: String = "oauthflow", environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(OAuthError) -> URL {
+        guard !name.isEmpty, name != ".", name != "..", !name.contains("/"), !name.utf8.contains(0) else {
+            throw OAuthError(.configuration, message: "the store name \"\(name)\" must be a single path component")
+        }
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
+            return URL(fileURLWithPath: state, isDirectory: true).appendingPathComponent(name, isDirectory: true)
+        }
+        if let home = environment["HOME"], home.hasPrefix("/") {
+            return URL(fileURLWithPath: home, isDirectory: true)
+                .appendingPathComponent(".local/state", isDirectory: true)
+                .appendingPathComponent(name, isDirectory: true)
+        }
+        throw OAuthError(.configuration, message: "neither XDG_STATE_HOME nor HOME is an absolute path; pass the store a directory")
+    }
+
+    /// True when `key` can name an entry: 1 to 128 ASCII letters, digits, `.`, `_` or `-`, not starting with `.`.
+    ///
+    /// These are the rules for provider ids, so every valid provider id is a valid key.
+    public static func isValidKey(_ key: String) -> Bool {
+        let bytes = key.utf8
+        guard (1...128).contains(bytes.count), bytes.first != UInt8(ascii: ".") else { return false }
+        return bytes.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+                return true
+            default:
+                return false
+            }
+        }
+    }
+
+    // MARK: SecretStore
+
+    /// The bytes of `<key>.json`, or nil when there is no entry.
+    ///
+    /// The file must be a regular file (not a symbolic link), owned by the current user, with no
+    /// group or other permission bits, and at most ``maximumEntrySize`` bytes.
+    /// - Throws: ``OAuthError`` `.configuration` for an invalid key; `.storage` naming the path and
+    ///   the reason when the entry cannot be read or fails a check (fix the file as the message says,
+    ///   or delete it and authorize again).
+    public func load(_ key: String) async throws(OAuthError) -> Data? {
+        try validate(key)
+        try Self.checkDirectory(directoryFD, path: path, key: key)
+        let file = "\(path)/\(key).json"
+        // O_NONBLOCK: a FIFO planted in place of the entry must not hang the open.
+        let fd = openat(directoryFD, "\(key).json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        if fd < 0 {
+            let code = errno
+            switch code {
+            case ENOENT: return nil
+            case ELOOP: throw Self.failure(key, "refusing \"\(file)\": it is a symbolic link; replace it with a regular file or delete it")
+            default: throw Self.failure(key, "cannot open \"\(file)\"", errno: code)
+            }
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw Self.failure(key, "cannot stat \"\(file)\"", errno: errno) }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw Self.failure(key, "refusing \"\(file)\": it is not a regular file; delete it")
+        }
+        guard info.st_uid == geteuid() else {
+            throw Self.failure(key, "refusing \"\(file)\": it is owned by uid \(info.st_uid), not by this user (uid \(geteuid())); delete it")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw Self.failure(key, "refusing \"\(file)\": it is readable or writable by group or others (mode \(Self.octal(info.st_mode))); run chmod 600 \"\(file)\" and consider revoking the tokens")
+        }
+        guard info.st_size <= Self.maximumEntrySize else {
+            throw Self.failure(key, "refusing \"\(file)\": it is \(info.st_size) bytes, over the \(Self.maximumEntrySize)-byte limit; delete it")
+        }
+        return try readAll(fd, key: key, file: file)
+    }
+
+    /// Replaces `<key>.json` with `data` atomically and durably.
+    ///
+    /// Writes a temporary file `.<key>.<random>.tmp` (mode 0600 whatever the umask), `fsync`s it,
+    /// renames it over the entry, and `fsync`s the directory. On failure the temporary file is
+    /// removed and the previous entry is left intact.
+    /// - Throws: ``OAuthError`` `.configuration` for an invalid key; `.storage` with the path and the
+    ///   system's reason (disk full, read-only file system, …), or when `data` exceeds ``maximumEntrySize``.
+    public func save(_ data: Data, for key: String) async throws(OAuthError) {
+        try validate(key)
+        let file = "\(path)/\(key).json"
+        guard data.count <= Self.maximumEntrySize else {
+            throw Self.failure(key, "cannot save \"\(file)\": the entry is \(data.count) bytes, over the \(Self.maximumEntrySize)-byte limit")
+        }
+        try Self.checkDirectory(directoryFD, path: path, key: key)
+
+        var temporary = ""
+        var fd: Int32 = -1
+        var openError: Int32 = 0
+        for _ in 0..<8 {
+            temporary = ".\(key).\(String(UInt64.random(in: .min ... .max), radix: 16)).tmp"
+            fd = openat(directoryFD, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            if fd >= 0 { break }
+            openError = errno
+            if openError != EEXIST { break }
+        }
+        guard fd >= 0 else {
+            throw Self.failure(key, "cannot create a temporary file in \"\(path)\" to save \"\(key)\"", errno: openError)
+        }
+        do throws(OAuthError) {
+            // The umask can only narrow the mode given to openat; set exactly 0600 anyway.
+            guard fchmod(fd, 0o600) == 0 else { throw Self.failure(key, "cannot set mode 0600 on \"\(path)/\(temporary)\"", errno: errno) }
+            try writeAll(data, to: fd, key: key, file: "\(path)/\(temporary)")
+            guard Self.retryingInterrupts({ fsync(fd) }) == 0 else {
+                throw Self.failure(key, "cannot flush \"\(path)/\(temporary)\" to disk", errno: errno)
+            }
+            let closed = close(fd)
+            fd = -1
+            guard closed == 0 else { throw Self.failure(key, "cannot close \"\(path)/\(temporary)\"", errno: errno) }
+            guard renameat(directoryFD, temporary, directoryFD, "\(key).json") == 0 else {
+                throw Self.failure(key, "cannot replace \"\(file)\"", errno: errno)
+            }
+        } catch {
+            if fd >= 0 { close(fd) }
+            unlinkat(directoryFD, temporary, 0)
+            throw error
+        }
+        try syncDirectory(key: key, after: "saving \"\(file)\"")
+    }
+
+    /// Removes `<key>.json`; removing a missing entry is not an error.
+    ///
+    /// The lock file `<key>.lock` stays: removing it could let two processes lock different files
+    /// under the same name. It holds no data.
+    /// - Throws: ``OAuthError`` `.configuration` for an invalid key; `.storage` with the path and the
+    ///   system's reason.
+    public func delete(_ key: String) async throws(OAuthError) {
+        try validate(key)
+        let file = "\(path)/\(key).json"
+        if unlinkat(directoryFD, "\(key).json", 0) != 0 {
+            let code = errno
+            if code == ENOENT { return }
+            throw Self.failure(key, "cannot delete \"\(file)\"", errno: code)
+        }
+        try syncDirectory(key: key, after: "deleting \"\(file)\"")
+    }
+
+    /// The keys that have a `<key>.json` entry, sorted; temporary, lock and other files are skipped.
+    /// - Throws: ``OAuthError`` `.storage` when the directory cannot be read.
+    public func keys() async throws(OAuthError) -> [String] {
+        let fd = openat(directoryFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw Self.failure(nil, "cannot open \"\(path)\" to list it", errno: errno) }
+        guard let stream = fdopendir(fd) else {
+            let code = errno
+            close(fd)
+            throw Self.failure(nil, "cannot list \"\(path)\"", errno: code)
+        }
+        defer { closedir(stream) }
+        var keys: [String] = []
+        while true {
+            errno = 0
+            guard let entry = readdir(stream) else {
+                let code = errno
+                if code != 0 { throw Self.failure(nil, "cannot list \"\(path)\"", errno: code) }
+                break
+            }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard name.hasSuffix(".json") else { continue }
+            let key = String(name.dropLast(5))
+            if Self.isValidKey(key) { keys.append(key) }
+        }
+        return keys.sorted()
+    }
+
+    /// Runs `body` holding `key`'s lock against other tasks of this process and other processes.
+    ///
+    /// Tasks in this process queue in order; then the store takes an exclusive `flock(2)` on
+    /// `<key>.lock`, polling without blocking a thread until it is free or ``lockTimeout`` passes.
+    /// The lock is released when `body` returns or throws. It is advisory: it excludes only
+    /// processes that take the same lock (every ``FileSecretStore``, and `flock(1)`).
+    /// - Throws: ``OAuthError`` `.timedOut` naming the key when another process holds the lock past
+    ///   ``lockTimeout`` (retry later, or look for a stuck process with `fuser`); `.cancelled` when the
+    ///   task is cancelled while waiting; `.configuration` for an invalid key; `.storage` when the
+    ///   lock file cannot be opened; otherwise what `body` throws.
+    public func withExclusiveAccess<T: Sendable>(
+        to key: String, _ body: @Sendable () async throws(OAuthError) -> T
+    ) async throws(OAuthError) -> T {
+        try validate(key)
+        return try await locks.withLock(key) { () async throws(OAuthError) -> T in
+            let fd = try await self.lockFile(key)
+            defer { close(fd) }  // closing the descriptor releases the flock
+            return try await body()
+        }
+    }
+
+    // MARK: Locking
+
+    /// Opens `<key>.lock` and takes an exclusive flock on it; the caller closes the descriptor.
+    private func lockFile(_ key: String) async throws(OAuthError) -> Int32 {
+        let file = "\(path)/\(key).lock"
+        let fd = openat(directoryFD, "\(key).lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0o600)
+        guard fd >= 0 else {
+            let code = errno
+            if code == ELOOP { throw Self.failure(key, "refusing the lock file \"\(file)\": it is a symbolic link; delete it") }
+            throw Self.failure(key, "cannot open the lock file \"\(file)\"", errno: code)
+        }
+        var locked = false
+        defer { if !locked { close(fd) } }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw Self.failure(key, "cannot stat the lock file \"\(file)\"", errno: errno) }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw Self.failure(key, "refusing the lock file \"\(file)\": it is not a regular file; delete it")
+        }
+
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: lockTimeout)
+        var step = Duration.milliseconds(5)
+        while true {
+            if flock(fd, LOCK_EX | LOCK_NB) == 0 {
+                locked = true
+                return fd
+            }
+            let code = errno
+            if code == EINTR { continue }
+            guard code == EWOULDBLOCK else { throw Self.failure(key, "cannot lock \"\(file)\"", errno: code) }
+            let remaining = clock.now.duration(to: deadline)
+            guard remaining > .zero else {
+                throw OAuthError(.timedOut, providerID: key,
+                                 message: "gave up after \(lockTimeout) waiting for the lock on \"\(file)\"; another process holds it")
+            }
+            do {
+                try await Task.sleep(for: min(step, remaining))
+            } catch {
+                throw OAuthError(.cancelled, providerID: key,
+                                 message: "cancelled while waiting for the lock on \"\(file)\"", underlying: error)
+            }
+            step = min(step * 2, .milliseconds(50))
+        }
+    }
+
+    // MARK: Helpers
+
+    private func validate(_ key: String) throws(OAuthError) {
+        guard Self.isValidKey(key) else {
+            throw OAuthError(.configuration, providerID: key,
+                             message: "\"\(key)\" is not a valid store key: use 1 to 128 ASCII letters, digits, '.', '_' or '-', not starting with '.'")
+        }
+    }
+
+    private func readAll(_ fd: Int32, key: String, file: String) throws(OAuthError) -> Data {
+        var data = Data()
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 {
+                let code = errno
+                if code == EINTR { continue }
+                throw Self.failure(key, "cannot read \"\(file)\"", errno: code)
+            }
+            if count == 0 { return data }
+            data.append(contentsOf: chunk[..<count])
+            // The file may have grown since fstat; keep the bound.
+            guard data.count <= Self.maximumEntrySize else {
+                throw Self.failure(key, "refusing \"\(file)\": it is over the \(Self.maximumEntrySize)-byte limit; delete it")
+            }
+        }
+    }
+
+    private func writeAll(_ data: Data, to fd: Int32, key: String, file: String) throws(OAuthError) {
+        let code: Int32 = data.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                if written == 0 { return EIO }
+                offset += written
+            }
+            return 0
+        }
+        guard code == 0 else { throw Self.failure(key, "cannot write \"\(file)\"", errno: code) }
+    }
+
+    /// Makes a rename or unlink durable. File systems that cannot sync directories are tolerated.
+    private func syncDirectory(key: String, after action: String) throws(OAuthError) {
+        guard Self.retryingInterrupts({ fsync(directoryFD) }) == 0 else {
+            let code = errno
+            if code == EINVAL || code == ENOTSUP { return }
+            throw Self.failure(key, "\(action) succeeded, but flushing the directory \"\(path)\" failed", errno: code)
+        }
+    }
+
+    private static func retryingInterrupts(_ call: () -> Int32) -> Int32 {
+        while true {
+            let result = call()
+            if result == 0 || errno != EINTR { return result }
+        }
+    }
+
+    /// Creates `path` and its missing parents with mode 0700; true when `path` itself was created.
+    private static func makeDirectories(_ path: String) throws(OAuthError) -> Bool {
+        var info = stat()
+        if stat(path, &info) == 0 { return false }
+        var prefix = ""
+        var createdLast = false
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            prefix += "/" + component
+            if stat(prefix, &info) == 0 {
+                createdLast = false
+                continue
+            }
+            if mkdir(prefix, 0o700) == 0 {
+                createdLast = true
+                // The umask may have removed owner bits; parents we create are exactly 0700.
+                chmod(prefix, 0o700)
+                continue
+            }
+            let code = errno
+            if code == EEXIST {  // another process created it meanwhile
+                createdLast = false
+                continue
+            }
+            throw failure(nil, "cannot create the directory \"\(prefix)\"", errno: code)
+        }
+        return createdLast
+    }
+
+    private static func checkDirectory(_ fd: Int32, path: String, key: String?) throws(OAuthError) {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw failure(key, "cannot stat \"\(path)\"", errno: errno) }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw failure(key, "refusing \"\(path)\": it is not a directory")
+        }
+        guard info.st_uid == geteuid() else {
+            throw failure(key, "refusing the secret store directory \"\(path)\": it is owned by uid \(info.st_uid), not by this user (uid \(geteuid()))")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw failure(key, "refusing the secret store directory \"\(path)\": it is accessible by group or others (mode \(octal(info.st_mode))); run chmod 700 \"\(path)\"")
+        }
+    }
+
+    private static func octal(_ mode: mode_t) -> String {
+        let digits = String(mode & 0o7777, radix: 8)
+        return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+    }
+
+    /// A `.storage` error with the system's reason; messages carry paths and reasons, never data.
+    private static func failure(_ key: String?, _ message: String, errno code: Int32? = nil) -> OAuthError {
+        guard let code else { return OAuthError(.storage, providerID: key, message: message) }
+        var buffer = [CChar](repeating: 0, count: 256)
+        let reason = strerror_r(code, &buffer, buffer.count) == 0
+            ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            : "errno \(code)"
+        return OAuthError(.storage, providerID: key, message: "\(message): \(reason)",
+                          underlying: POSIXErrorCode(rawValue: code).map { POSIXError($0) })
+    }
+}
