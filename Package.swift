@@ -28,6 +28,12 @@ let package = Package(
             dependencies: ["OAuthFlow", "OAuthFlowTesting"],
             swiftSettings: strictSettings
         ),
+        .executableTarget(
+            name: "oauthflow-bench",
+            dependencies: ["OAuthFlow"],
+            path: "Benchmarks/oauthflow-bench",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "OAuthFlowTests",
             dependencies: ["OAuthFlow", "OAuthFlowTesting"],

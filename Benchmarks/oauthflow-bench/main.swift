@@ -1,0 +1,2 @@
+import OAuthFlow
+print("oauthflow-bench: not yet")
