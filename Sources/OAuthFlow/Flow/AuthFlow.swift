@@ -443,7 +443,7 @@ public actor AuthFlow {
         let previous = tokens[provider]
         let task = Task { await self.renewLocked(provider, force: force, previous: previous) }
         refreshes[provider] = task
-        let result = await withTaskCancellationHandler { await task.value } onCancel: { }
+        let result = await task.value
         refreshes[provider] = nil
         return try result.get()
     }
@@ -470,10 +470,12 @@ public actor AuthFlow {
             logger.info(provider.id, "using the token another process stored")
             return stored
         }
-        guard let current = stored ?? previous else {
-            if provider.isConfidential, provider.supportedGrants.contains(.clientCredentials), provider.authorizationURL == nil,
-               provider.deviceAuthorizationURL == nil {
-                return try await storeAndPublish(fetchClientCredentials(provider, scopes: provider.scopes))
+        // The store is the truth: an entry another process deleted (a logout) is not revived from memory.
+        guard let current = stored else {
+            tokens[provider.id] = nil
+            if provider.isConfidential, provider.authorizationURL == nil, provider.deviceAuthorizationURL == nil {
+                // A service-only provider: client credentials need no user, so fetch on demand.
+                return try await storeAndPublish(fetchClientCredentials(provider, scopes: previous?.scopes ?? provider.scopes))
             }
             throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "nothing is stored for \"\(provider.id)\"; authorize first"))
         }
