@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Fails when a public declaration lacks a doc comment, or when the build (with tests) warns.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+undocumented=$(swift format lint -r Sources/OAuthFlow Sources/OAuthFlowTesting 2>&1 | grep AllPublicDeclarationsHaveDocumentation || true)
+if [ -n "$undocumented" ]; then
+    echo "public declarations without documentation:"
+    echo "$undocumented"
+    exit 1
+fi
+
+log=$(mktemp)
+swift build --build-tests 2>&1 | tee "$log" >/dev/null
+if grep -E "(warning|error):" "$log" | grep -v "^warning: unable to find|plugin" >/dev/null; then
+    echo "the build has warnings or errors:"
+    grep -E "(warning|error):" "$log" | sort -u
+    rm -f "$log"
+    exit 1
+fi
+rm -f "$log"
+echo "lint: every public declaration documented; zero warnings"
