@@ -1,10 +1,777 @@
 public import Foundation
 
-/// Loads providers from a JSON catalog (stub; the full loader follows).
+/// Loads providers from a JSON catalog and checks every one before returning any.
+///
+/// A catalog is a JSON array of provider objects, or an object whose `providers` key holds that
+/// array. Pass the result to ``AuthFlow/init(providers:store:transport:options:)``, or use
+/// ``AuthFlow/init(catalogURL:store:transport:options:)``, which calls
+/// ``load(contentsOf:environment:)``. `Documentation/Catalog.md` lists every key, its type,
+/// default and alias, and the rules.
+///
+/// Loading is all or nothing. It stops at the first problem and throws
+/// ``OAuthError`` `.configuration`. The message names the catalog file, the provider
+/// (`provider #2 ("gitlab")`, counting from 1), the key and the reason. Messages never contain
+/// a secret or any other value from the catalog. They contain only the provider's id, key
+/// names, environment variable names and file paths.
+///
+/// Client secrets come from one of three places: `clientSecret` (inline), `clientSecretEnv`
+/// (the name of an environment variable) or `clientSecretFile` (a path such as a systemd
+/// credential). All three are read when the catalog loads. Catalogs written for OAuthKit
+/// load unchanged. Its key names are accepted as aliases, and its trailing commas are
+/// allowed.
 public enum ProviderCatalog {
-    /// Loads and validates the providers in the file at `url`.
-    /// - Throws: ``OAuthError`` `.configuration`.
-    public static func load(contentsOf url: URL) throws(OAuthError) -> [Provider] {
-        throw OAuthError(.configuration, message: "not yet implemented")
+    /// Loads and validates the providers in the catalog file at `url`.
+    ///
+    /// A relative `clientSecretFile` path resolves against the directory that holds the catalog.
+    /// Hand the result to ``AuthFlow``. Pass `environment` in tests, and leave the process
+    /// environment otherwise.
+    ///
+    /// - Parameters:
+    ///   - url: A `file:` URL. To use a remote catalog, download it yourself and call
+    ///     ``load(data:baseDirectory:environment:)``.
+    ///   - environment: Where `clientSecretEnv` and `${NAME}` in `clientSecretFile` are looked up.
+    /// - Returns: The providers in catalog order, each one already validated with ``Provider/validate()``.
+    /// - Throws: ``OAuthError`` `.configuration` when the file cannot be read, is not JSON, or
+    ///   any provider is invalid. The message names the file, the provider, the key and the reason.
+    public static func load(
+        contentsOf url: URL, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(OAuthError) -> [Provider] {
+        guard url.isFileURL else {
+            throw OAuthError(
+                .configuration,
+                message: "the catalog URL must be a file: URL; download a remote catalog yourself and pass its bytes to "
+                    + "ProviderCatalog.load(data:baseDirectory:environment:)")
+        }
+        let data: Data
+        do {
+            data = try readFile(at: url, limit: maximumCatalogBytes)
+        } catch {
+            throw OAuthError(.configuration, message: "catalog \(url.path) \(error.reason)", underlying: error.underlying)
+        }
+        return try decode(
+            data, context: Context(source: url.path, baseDirectory: url.deletingLastPathComponent(), environment: environment))
+    }
+
+    /// Loads and validates the providers in catalog bytes you already hold.
+    ///
+    /// Use this for a catalog that did not come from a file, such as an embedded string or a
+    /// downloaded document. Hand the result to ``AuthFlow``.
+    ///
+    /// - Parameters:
+    ///   - data: UTF-8 JSON. A byte order mark and trailing commas are accepted.
+    ///   - baseDirectory: The directory that relative `clientSecretFile` paths resolve against.
+    ///     Without it, a relative path is an error.
+    ///   - environment: Where `clientSecretEnv` and `${NAME}` in `clientSecretFile` are looked up.
+    /// - Returns: The providers in catalog order, each one already validated with ``Provider/validate()``.
+    /// - Throws: ``OAuthError`` `.configuration` when the data is not JSON or any provider is
+    ///   invalid. The message names the provider, the key and the reason.
+    public static func load(
+        data: Data, baseDirectory: URL? = nil, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(OAuthError) -> [Provider] {
+        try decode(data, context: Context(source: nil, baseDirectory: baseDirectory, environment: environment))
+    }
+
+    /// Loads and validates the providers in a JSON catalog shipped as a bundle resource.
+    ///
+    /// This finds `name` (with or without its `.json` extension) in `bundle`, such as
+    /// `Bundle.module` or `Bundle.main`, then does what ``load(contentsOf:environment:)`` does.
+    /// Relative `clientSecretFile` paths resolve against the resource's directory.
+    ///
+    /// - Parameters:
+    ///   - name: The resource name, such as `providers` or `providers.json`.
+    ///   - bundle: The bundle that contains the resource.
+    ///   - environment: Where `clientSecretEnv` and `${NAME}` in `clientSecretFile` are looked up.
+    /// - Returns: The providers in catalog order, each one already validated.
+    /// - Throws: ``OAuthError`` `.configuration` when the resource is missing, or for any reason
+    ///   ``load(contentsOf:environment:)`` throws.
+    public static func load(
+        resource name: String, bundle: Bundle, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(OAuthError) -> [Provider] {
+        let base = name.hasSuffix(".json") ? String(name.dropLast(".json".count)) : name
+        guard let url = bundle.url(forResource: base, withExtension: "json") else {
+            throw OAuthError(
+                .configuration, message: "catalog resource \"\(base).json\" is not in the bundle at \(bundle.bundleURL.path)")
+        }
+        return try load(contentsOf: url, environment: environment)
+    }
+
+    /// The largest catalog read, in bytes.
+    static let maximumCatalogBytes = 4 << 20
+    /// The largest client secret file read, in bytes; a bigger file is almost surely the wrong one.
+    static let maximumSecretFileBytes = 64 << 10
+}
+
+// MARK: - Decoding
+
+extension ProviderCatalog {
+    /// Where a catalog came from and what its secrets resolve against.
+    struct Context {
+        /// The catalog's path, for messages; nil for bytes given directly.
+        var source: String?
+        var baseDirectory: URL?
+        var environment: [String: String]
+
+        /// Prepended to every message: the catalog's path, when there is one.
+        var prefix: String { source.map { "\($0): " } ?? "" }
+
+        func error(_ message: String) -> OAuthError {
+            OAuthError(.configuration, message: prefix + message)
+        }
+    }
+
+    static func decode(_ data: Data, context: Context) throws(OAuthError) -> [Provider] {
+        let root: CatalogJSON
+        do {
+            root = try CatalogJSON.parse(Array(data))
+        } catch {
+            throw context.error("catalog is not valid JSON at line \(error.line), column \(error.column): \(error.reason)")
+        }
+        let entries: [CatalogJSON]
+        switch root {
+        case .array(let items):
+            entries = items
+        case .object(let members):
+            guard let list = members["providers"] else {
+                throw context.error(
+                    "catalog must be a JSON array of providers or an object with a \"providers\" array; this object has no \"providers\" key")
+            }
+            guard case .array(let items) = list else {
+                throw context.error("catalog \"providers\" must be an array of provider objects, found \(list.kind)")
+            }
+            entries = items
+        default:
+            throw context.error(
+                "catalog must be a JSON array of providers or an object with a \"providers\" array, found \(root.kind)")
+        }
+
+        var providers: [Provider] = []
+        var seen: [String: (position: Int, id: String)] = [:]
+        for (offset, value) in entries.enumerated() {
+            let position = offset + 1
+            guard case .object(let fields) = value else {
+                throw context.error("provider #\(position): must be a JSON object, found \(value.kind)")
+            }
+            let entry = try Entry(position: position, fields: fields, context: context)
+            let provider = try entry.provider()
+            let key = provider.id.lowercased()
+            if let first = seen[key] {
+                throw entry.fail("id", "duplicates provider #\(first.position) (\"\(first.id)\"); ids must be unique, ignoring case")
+            }
+            seen[key] = (position, provider.id)
+            providers.append(provider)
+        }
+        return providers
+    }
+}
+
+// MARK: - One entry
+
+extension ProviderCatalog {
+    /// One provider object, read key by key with the key named in every failure.
+    struct Entry {
+        let position: Int
+        let fields: [String: CatalogJSON]
+        let context: Context
+        /// The id as written; not shown in messages unless valid.
+        private(set) var rawID = ""
+        /// The entry's id once known to be valid; shown in messages and set as the error's provider.
+        private(set) var id: String?
+
+        init(position: Int, fields: [String: CatalogJSON], context: Context) throws(OAuthError) {
+            self.position = position
+            self.fields = fields
+            self.context = context
+            guard let id = try string("id") else { throw fail("id", "is required") }
+            self.rawID = id
+            // An invalid id is not echoed; `Provider.validate()` reports it below.
+            if Provider.isValidID(id) { self.id = id }
+        }
+
+        /// `provider #2 ("gitlab")`, or `provider #2` while the id is unknown or invalid.
+        var label: String { id.map { "provider #\(position) (\"\($0)\")" } ?? "provider #\(position)" }
+
+        func fail(_ key: String, _ reason: String, underlying: (any Error)? = nil) -> OAuthError {
+            OAuthError(.configuration, providerID: id, message: context.prefix + "\(label): \(key): \(reason)", underlying: underlying)
+        }
+
+        func provider() throws(OAuthError) -> Provider {
+            let authorizationURL = try endpoint("authorizationURL")
+            guard let tokenURL = try aliased("tokenURL", "accessTokenURL", { key throws(OAuthError) in try endpoint(key) }) else {
+                throw fail("tokenURL", "is required (OAuthKit's accessTokenURL is accepted too)")
+            }
+            let deviceURL = try aliased(
+                "deviceAuthorizationURL", "deviceCodeURL", { key throws(OAuthError) in try endpoint(key) })
+            let revocationURL = try endpoint("revocationURL")
+            let introspectionURL = try endpoint("introspectionURL")
+            let userinfoURL = try endpoint("userinfoURL")
+            let issuer = try issuer()
+            let jwksURL = try endpoint("jwksURL")
+            guard let clientID = try string("clientID") else { throw fail("clientID", "is required") }
+            let secret = try clientSecret()
+            let authentication = try clientAuthentication(hasSecret: secret != nil)
+            let redirectURI = try redirectURI()
+            let scopes = try aliased("scopes", "scope", { key throws(OAuthError) in try scopeList(key) })
+            let parameters = try authorizationParameters()
+            let userAgent = try aliased("userAgent", "customUserAgent", { key throws(OAuthError) in try headerValue(key) })
+            let debug = try bool("debug")
+
+            let provider = Provider(
+                id: rawID, authorizationURL: authorizationURL, tokenURL: tokenURL, deviceAuthorizationURL: deviceURL,
+                revocationURL: revocationURL, introspectionURL: introspectionURL, userinfoURL: userinfoURL, issuer: issuer,
+                jwksURL: jwksURL, clientID: clientID, clientSecret: secret, clientAuthentication: authentication,
+                redirectURI: redirectURI, scopes: scopes ?? [], authorizationParameters: parameters ?? [:],
+                userAgent: userAgent, debug: debug ?? false)
+            do {
+                try provider.validate()
+            } catch {
+                // `validate()` says `provider "<id>": <key>: <reason>`; keep the key and reason, use our label.
+                let theirs = "provider \"\(rawID)\": "
+                let detail = error.message.map { $0.hasPrefix(theirs) ? String($0.dropFirst(theirs.count)) : $0 } ?? "is invalid"
+                throw OAuthError(.configuration, providerID: id, message: context.prefix + "\(label): \(detail)", underlying: error)
+            }
+            return provider
+        }
+
+        // MARK: Typed keys
+
+        /// The value at `key`; JSON `null` counts as absent.
+        func value(_ key: String) -> CatalogJSON? {
+            guard let value = fields[key], value != .null else { return nil }
+            return value
+        }
+
+        func string(_ key: String) throws(OAuthError) -> String? {
+            guard let value = value(key) else { return nil }
+            guard case .string(let text) = value else { throw fail(key, "must be a string, found \(value.kind)") }
+            return text
+        }
+
+        func bool(_ key: String) throws(OAuthError) -> Bool? {
+            guard let value = value(key) else { return nil }
+            guard case .bool(let flag) = value else { throw fail(key, "must be true or false, found \(value.kind)") }
+            return flag
+        }
+
+        /// An endpoint URL; the scheme and host rules are ``Provider``'s, reported under the key as written.
+        func endpoint(_ key: String) throws(OAuthError) -> URL? {
+            guard let text = try string(key) else { return nil }
+            guard let url = URL(string: text, encodingInvalidCharacters: false) else {
+                throw fail(key, "is not a valid URL")
+            }
+            if let problem = Provider.endpointProblem(url) { throw fail(key, problem) }
+            return url
+        }
+
+        /// The issuer identifier: an `https` URL without query or fragment (RFC 8414 §2).
+        func issuer() throws(OAuthError) -> String? {
+            guard let text = try string("issuer") else { return nil }
+            guard let url = URL(string: text, encodingInvalidCharacters: false) else {
+                throw fail("issuer", "is not a valid URL")
+            }
+            if let problem = Provider.endpointProblem(url) { throw fail("issuer", problem) }
+            if url.query != nil { throw fail("issuer", "must not contain a query (RFC 8414 §2)") }
+            return text
+        }
+
+        func redirectURI() throws(OAuthError) -> URL? {
+            guard let text = try string("redirectURI") else { return nil }
+            guard let url = URL(string: text, encodingInvalidCharacters: false) else {
+                throw fail("redirectURI", "is not a valid URI")
+            }
+            return url
+        }
+
+        /// An array of scope tokens, or one space-separated string of them (RFC 6749 §3.3).
+        func scopeList(_ key: String) throws(OAuthError) -> [String]? {
+            guard let value = value(key) else { return nil }
+            let reason = "is not a valid scope token (RFC 6749 §3.3 allows printable ASCII except space, '\"' and '\\')"
+            switch value {
+            case .string(let text):
+                let tokens = text.split(separator: " ").map(String.init)
+                for (index, token) in tokens.enumerated() where !Self.isScopeToken(token) {
+                    throw fail(key, "scope \(index + 1) of the string \(reason)")
+                }
+                return tokens
+            case .array(let items):
+                var tokens: [String] = []
+                for (index, item) in items.enumerated() {
+                    guard case .string(let token) = item else {
+                        throw fail("\(key)[\(index)]", "must be a string, found \(item.kind)")
+                    }
+                    guard Self.isScopeToken(token) else { throw fail("\(key)[\(index)]", reason) }
+                    tokens.append(token)
+                }
+                return tokens
+            default:
+                throw fail(key, "must be an array of strings or a space-separated string, found \(value.kind)")
+            }
+        }
+
+        static func isScopeToken(_ token: String) -> Bool {
+            !token.isEmpty && token.unicodeScalars.allSatisfy { scalar in
+                (0x21...0x7E).contains(scalar.value) && scalar != "\"" && scalar != "\\"
+            }
+        }
+
+        func authorizationParameters() throws(OAuthError) -> [String: String]? {
+            let key = "authorizationParameters"
+            guard let value = value(key) else { return nil }
+            guard case .object(let members) = value else {
+                throw fail(key, "must be an object of string values, found \(value.kind)")
+            }
+            var parameters: [String: String] = [:]
+            for (name, item) in members {
+                guard !name.isEmpty else { throw fail(key, "parameter names must not be empty") }
+                guard case .string(let text) = item else {
+                    throw fail("\(key).\(name)", "must be a string, found \(item.kind)")
+                }
+                parameters[name] = text
+            }
+            return parameters
+        }
+
+        /// A value sent as an HTTP header: not empty, no control characters.
+        func headerValue(_ key: String) throws(OAuthError) -> String? {
+            guard let text = try string(key) else { return nil }
+            guard !text.isEmpty else { throw fail(key, "must not be empty") }
+            guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                throw fail(key, "must not contain control characters such as line breaks")
+            }
+            return text
+        }
+
+        /// Reads `key` or its OAuthKit `alias`; both may be given only with equal values.
+        func aliased<Value: Equatable>(
+            _ key: String, _ alias: String, _ read: (String) throws(OAuthError) -> Value?
+        ) throws(OAuthError) -> Value? {
+            let primary = try read(key)
+            let secondary = try read(alias)
+            if let primary, let secondary, primary != secondary {
+                throw fail("\(key) and \(alias)", "\(alias) is an alias of \(key), and the two are given with different values; keep one")
+            }
+            return primary ?? secondary
+        }
+
+        // MARK: Client authentication
+
+        func clientAuthentication(hasSecret: Bool) throws(OAuthError) -> Provider.ClientAuthentication? {
+            let key = "clientAuthentication"
+            guard let raw = try string(key) else { return nil }
+            guard let method = Provider.ClientAuthentication(rawValue: raw) else {
+                throw fail(key, "must be one of client_secret_basic, client_secret_post or none")
+            }
+            if method == .none, hasSecret {
+                throw fail(key, "is none, but a client secret is configured; remove the secret or use client_secret_basic or client_secret_post")
+            }
+            return method
+        }
+
+        /// The client secret from exactly one of `clientSecret`, `clientSecretEnv`, `clientSecretFile`.
+        func clientSecret() throws(OAuthError) -> Secret? {
+            let inline = try string("clientSecret")
+            let variable = try string("clientSecretEnv")
+            let file = try string("clientSecretFile")
+            let given = [("clientSecret", inline), ("clientSecretEnv", variable), ("clientSecretFile", file)]
+                .filter { $0.1 != nil }.map(\.0)
+            if given.count > 1 {
+                throw fail(
+                    given.joined(separator: " and "),
+                    "a client secret may come from only one of clientSecret, clientSecretEnv and clientSecretFile; keep one")
+            }
+            if let inline {
+                guard !inline.isEmpty else { throw fail("clientSecret", "must not be empty") }
+                return Secret(inline)
+            }
+            if let variable {
+                guard Self.isVariableName(variable) else {
+                    throw fail("clientSecretEnv", "must be the name of an environment variable, such as GITHUB_CLIENT_SECRET")
+                }
+                guard let value = context.environment[variable] else {
+                    throw fail("clientSecretEnv", "environment variable \(variable) is not set")
+                }
+                guard !value.isEmpty else { throw fail("clientSecretEnv", "environment variable \(variable) is empty") }
+                return Secret(value)
+            }
+            if let file { return try secretFile(file) }
+            return nil
+        }
+
+        func secretFile(_ written: String) throws(OAuthError) -> Secret {
+            let key = "clientSecretFile"
+            guard !written.isEmpty else { throw fail(key, "must not be empty") }
+            guard !written.hasPrefix("~") else { throw fail(key, "\"~\" is not expanded; write ${HOME}/… instead") }
+            let path = try expandVariables(written)
+            let url: URL
+            if path.hasPrefix("/") {
+                url = URL(fileURLWithPath: path)
+            } else if let base = context.baseDirectory {
+                url = base.appendingPathComponent(path).standardizedFileURL
+            } else {
+                throw fail(key, "\(path) is a relative path, but the catalog has no directory to resolve it against; "
+                    + "use an absolute path or pass baseDirectory")
+            }
+            let data: Data
+            do {
+                data = try ProviderCatalog.readFile(at: url, limit: ProviderCatalog.maximumSecretFileBytes)
+            } catch {
+                throw fail(key, "\(url.path) \(error.reason)", underlying: error.underlying)
+            }
+            guard let text = String(data: data, encoding: .utf8) else { throw fail(key, "\(url.path) is not UTF-8 text") }
+            // Drop trailing line breaks (an editor's or `echo`'s); by scalar, since "\r\n" is one Character.
+            let scalars = text.unicodeScalars
+            var end = scalars.endIndex
+            while end > scalars.startIndex, scalars[scalars.index(before: end)] == "\n" || scalars[scalars.index(before: end)] == "\r" {
+                end = scalars.index(before: end)
+            }
+            guard end > scalars.startIndex else { throw fail(key, "\(url.path) is empty") }
+            return Secret(String(scalars[..<end]))
+        }
+
+        /// Replaces each `${NAME}` with that environment variable, which must be set and non-empty.
+        func expandVariables(_ path: String) throws(OAuthError) -> String {
+            let key = "clientSecretFile"
+            var result = ""
+            var rest = Substring(path)
+            while let start = rest.range(of: "${") {
+                result += rest[..<start.lowerBound]
+                guard let end = rest[start.upperBound...].firstIndex(of: "}") else {
+                    throw fail(key, "has a \"${\" without its closing \"}\"")
+                }
+                let name = String(rest[start.upperBound..<end])
+                guard Self.isVariableName(name) else {
+                    throw fail(key, "has an invalid variable reference; write ${NAME} with letters, digits and '_'")
+                }
+                guard let value = context.environment[name], !value.isEmpty else {
+                    let hint = name == "CREDENTIALS_DIRECTORY" ? " (systemd sets it for units with LoadCredential=)" : ""
+                    throw fail(key, "environment variable \(name) is not set or is empty\(hint)")
+                }
+                result += value
+                rest = rest[rest.index(after: end)...]
+            }
+            return result + rest
+        }
+
+        static func isVariableName(_ name: String) -> Bool {
+            guard let first = name.unicodeScalars.first, first == "_" || (first.isASCII && first.properties.isAlphabetic) else {
+                return false
+            }
+            return name.unicodeScalars.allSatisfy { $0 == "_" || ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0))) }
+        }
+    }
+}
+
+// MARK: - Files
+
+extension ProviderCatalog {
+    /// Why a file could not be used, phrased to follow its path.
+    struct FileProblem: Error {
+        var reason: String
+        var underlying: (any Error)?
+    }
+
+    /// Reads a regular file of at most `limit` bytes.
+    static func readFile(at url: URL, limit: Int) throws(FileProblem) -> Data {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
+            throw FileProblem(reason: "does not exist")
+        }
+        guard !isDirectory.boolValue else { throw FileProblem(reason: "is a directory, not a file") }
+        let handle: FileHandle
+        do {
+            handle = try FileHandle(forReadingFrom: url)
+        } catch {
+            let denied = (error as NSError).code == CocoaError.fileReadNoPermission.rawValue
+            throw FileProblem(reason: denied ? "cannot be read: permission denied" : "cannot be read", underlying: error)
+        }
+        defer { try? handle.close() }
+        let data: Data
+        do {
+            data = try handle.read(upToCount: limit + 1) ?? Data()
+        } catch {
+            throw FileProblem(reason: "cannot be read", underlying: error)
+        }
+        guard data.count <= limit else { throw FileProblem(reason: "is larger than \(limit >> 10) KiB") }
+        return data
+    }
+}
+
+// MARK: - JSON
+
+/// A parsed JSON value: RFC 8259, plus trailing commas before `]` and `}` as OAuthKit catalogs have.
+///
+/// Our own parser, so that errors carry a line and column (Foundation's on Linux carry neither),
+/// booleans stay distinct from numbers, and a member given twice in one object is an error
+/// instead of a silent override. Numbers keep their text; the catalog only names their type.
+enum CatalogJSON: Equatable {
+    case null
+    case bool(Bool)
+    case number(String)
+    case string(String)
+    case array([CatalogJSON])
+    case object([String: CatalogJSON])
+
+    /// The kind of value, for "found …" in messages; never the value itself.
+    var kind: String {
+        switch self {
+        case .null: "null"
+        case .bool: "a boolean"
+        case .number: "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
+
+    /// Where and why the text is not JSON; the reason never quotes the text.
+    struct SyntaxError: Error {
+        var reason: String
+        var line: Int
+        var column: Int
+    }
+
+    static let maximumDepth = 64
+
+    static func parse(_ bytes: [UInt8]) throws(SyntaxError) -> CatalogJSON {
+        var parser = Parser(bytes: bytes)
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { parser.index = 3 }
+        parser.skipWhitespace()
+        guard parser.peek() != nil else { throw parser.error("the document is empty") }
+        let value = try parser.parseValue(depth: 0)
+        parser.skipWhitespace()
+        guard parser.peek() == nil else { throw parser.error("unexpected text after the top-level value") }
+        return value
+    }
+
+    private struct Parser {
+        let bytes: [UInt8]
+        var index = 0
+
+        init(bytes: [UInt8]) { self.bytes = bytes }
+
+        func peek(_ ahead: Int = 0) -> UInt8? {
+            index + ahead < bytes.count ? bytes[index + ahead] : nil
+        }
+
+        mutating func skipWhitespace() {
+            while let byte = peek(), byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D { index += 1 }
+        }
+
+        /// An error at `offset` (default: here), with a 1-based line and a column counted in characters.
+        func error(_ reason: String, at offset: Int? = nil) -> SyntaxError {
+            let end = min(offset ?? index, bytes.count)
+            var line = 1
+            var column = 1
+            for byte in bytes[..<end] {
+                if byte == 0x0A {
+                    line += 1
+                    column = 1
+                } else if byte & 0xC0 != 0x80 {   // count UTF-8 lead bytes only
+                    column += 1
+                }
+            }
+            return SyntaxError(reason: reason, line: line, column: column)
+        }
+
+        mutating func parseValue(depth: Int) throws(SyntaxError) -> CatalogJSON {
+            guard depth < CatalogJSON.maximumDepth else {
+                throw error("values are nested more than \(CatalogJSON.maximumDepth) levels deep")
+            }
+            guard let byte = peek() else { throw error("the document ends where a value was expected") }
+            switch byte {
+            case UInt8(ascii: "{"): return try parseObject(depth: depth)
+            case UInt8(ascii: "["): return try parseArray(depth: depth)
+            case UInt8(ascii: "\""): return .string(try parseString())
+            case UInt8(ascii: "t"): try literal("true"); return .bool(true)
+            case UInt8(ascii: "f"): try literal("false"); return .bool(false)
+            case UInt8(ascii: "n"): try literal("null"); return .null
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
+            case UInt8(ascii: "/"): throw error("comments are not allowed in JSON")
+            case UInt8(ascii: "'"): throw error("strings must be in double quotes")
+            default: throw error("expected a value: a string in double quotes, a number, true, false, null, an object or an array")
+            }
+        }
+
+        mutating func literal(_ word: String) throws(SyntaxError) {
+            let expected = Array(word.utf8)
+            guard bytes.count - index >= expected.count, Array(bytes[index..<index + expected.count]) == expected else {
+                throw error("expected a value: strings must be in double quotes, and true, false and null in lowercase")
+            }
+            index += expected.count
+        }
+
+        mutating func parseObject(depth: Int) throws(SyntaxError) -> CatalogJSON {
+            index += 1   // {
+            var members: [String: CatalogJSON] = [:]
+            skipWhitespace()
+            if peek() == UInt8(ascii: "}") {
+                index += 1
+                return .object(members)
+            }
+            while true {
+                guard let byte = peek() else { throw error("the document ends inside an object") }
+                guard byte == UInt8(ascii: "\"") else { throw error("expected a member name in double quotes") }
+                let nameStart = index
+                let name = try parseString()
+                guard members[name] == nil else {
+                    throw error("the member \"\(Self.printable(name))\" appears twice in one object", at: nameStart)
+                }
+                skipWhitespace()
+                guard peek() == UInt8(ascii: ":") else { throw error("expected ':' after a member name") }
+                index += 1
+                skipWhitespace()
+                members[name] = try parseValue(depth: depth + 1)
+                skipWhitespace()
+                switch peek() {
+                case UInt8(ascii: ","):
+                    index += 1
+                    skipWhitespace()
+                    if peek() == UInt8(ascii: "}") {   // a trailing comma
+                        index += 1
+                        return .object(members)
+                    }
+                case UInt8(ascii: "}"):
+                    index += 1
+                    return .object(members)
+                case nil:
+                    throw error("the document ends inside an object")
+                default:
+                    throw error("expected ',' or '}' after an object member")
+                }
+            }
+        }
+
+        mutating func parseArray(depth: Int) throws(SyntaxError) -> CatalogJSON {
+            index += 1   // [
+            var items: [CatalogJSON] = []
+            skipWhitespace()
+            if peek() == UInt8(ascii: "]") {
+                index += 1
+                return .array(items)
+            }
+            while true {
+                items.append(try parseValue(depth: depth + 1))
+                skipWhitespace()
+                switch peek() {
+                case UInt8(ascii: ","):
+                    index += 1
+                    skipWhitespace()
+                    if peek() == UInt8(ascii: "]") {   // a trailing comma
+                        index += 1
+                        return .array(items)
+                    }
+                case UInt8(ascii: "]"):
+                    index += 1
+                    return .array(items)
+                case nil:
+                    throw error("the document ends inside an array")
+                default:
+                    throw error("expected ',' or ']' after an array element")
+                }
+            }
+        }
+
+        mutating func parseString() throws(SyntaxError) -> String {
+            let start = index
+            index += 1   // "
+            var buffer: [UInt8] = []
+            while true {
+                guard let byte = peek() else { throw error("a string is not closed", at: start) }
+                switch byte {
+                case UInt8(ascii: "\""):
+                    index += 1
+                    guard let text = String(validating: buffer, as: UTF8.self) else {
+                        throw error("a string is not valid UTF-8", at: start)
+                    }
+                    return text
+                case UInt8(ascii: "\\"):
+                    index += 1
+                    try parseEscape(into: &buffer)
+                case 0x00..<0x20:
+                    throw error("control characters such as line breaks must be escaped inside strings")
+                default:
+                    buffer.append(byte)
+                    index += 1
+                }
+            }
+        }
+
+        mutating func parseEscape(into buffer: inout [UInt8]) throws(SyntaxError) {
+            guard let byte = peek() else { throw error("a string is not closed") }
+            index += 1
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): buffer.append(byte)
+            case UInt8(ascii: "b"): buffer.append(0x08)
+            case UInt8(ascii: "f"): buffer.append(0x0C)
+            case UInt8(ascii: "n"): buffer.append(0x0A)
+            case UInt8(ascii: "r"): buffer.append(0x0D)
+            case UInt8(ascii: "t"): buffer.append(0x09)
+            case UInt8(ascii: "u"):
+                var value = try hexQuad()
+                if (0xD800...0xDBFF).contains(value) {
+                    guard peek() == UInt8(ascii: "\\"), peek(1) == UInt8(ascii: "u") else {
+                        throw error("a \\u escape has a high surrogate without its low surrogate")
+                    }
+                    index += 2
+                    let low = try hexQuad()
+                    guard (0xDC00...0xDFFF).contains(low) else {
+                        throw error("a \\u escape has a high surrogate without its low surrogate")
+                    }
+                    value = 0x10000 + ((value - 0xD800) << 10) + (low - 0xDC00)
+                } else if (0xDC00...0xDFFF).contains(value) {
+                    throw error("a \\u escape has a low surrogate without its high surrogate")
+                }
+                guard let scalar = Unicode.Scalar(value) else { throw error("a \\u escape is not a Unicode scalar") }
+                UTF8.encode(scalar) { buffer.append($0) }
+            default:
+                throw error("invalid escape sequence; JSON allows \\\" \\\\ \\/ \\b \\f \\n \\r \\t and \\uXXXX")
+            }
+        }
+
+        mutating func hexQuad() throws(SyntaxError) -> UInt32 {
+            var value: UInt32 = 0
+            for _ in 0..<4 {
+                guard let byte = peek() else { throw error("a \\u escape needs four hex digits") }
+                let digit: UInt8
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+                default: throw error("a \\u escape needs four hex digits")
+                }
+                value = value << 4 | UInt32(digit)
+                index += 1
+            }
+            return value
+        }
+
+        mutating func parseNumber() throws(SyntaxError) -> String {
+            let start = index
+            func isDigit(_ byte: UInt8?) -> Bool { byte.map { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) } ?? false }
+            if peek() == UInt8(ascii: "-") { index += 1 }
+            guard isDigit(peek()) else { throw error("a number needs a digit after '-'") }
+            if peek() == UInt8(ascii: "0") {
+                index += 1
+                guard !isDigit(peek()) else { throw error("numbers must not have leading zeros") }
+            } else {
+                while isDigit(peek()) { index += 1 }
+            }
+            if peek() == UInt8(ascii: ".") {
+                index += 1
+                guard isDigit(peek()) else { throw error("a number needs a digit after '.'") }
+                while isDigit(peek()) { index += 1 }
+            }
+            if peek() == UInt8(ascii: "e") || peek() == UInt8(ascii: "E") {
+                index += 1
+                if peek() == UInt8(ascii: "+") || peek() == UInt8(ascii: "-") { index += 1 }
+                guard isDigit(peek()) else { throw error("a number needs a digit in its exponent") }
+                while isDigit(peek()) { index += 1 }
+            }
+            return String(decoding: bytes[start..<index], as: UTF8.self)
+        }
+
+        /// A member name fit for a message: printable ASCII, at most 64 characters.
+        static func printable(_ name: String) -> String {
+            String(String.UnicodeScalarView(name.unicodeScalars.filter { (0x20...0x7E).contains($0.value) }.prefix(64)))
+        }
     }
 }
