@@ -23,9 +23,16 @@ let package = Package(
         ),
         .target(name: "OAuthFlow", dependencies: ["COpenSSL"], swiftSettings: strictSettings),
         .target(name: "OAuthFlowTesting", dependencies: ["OAuthFlow"], swiftSettings: strictSettings),
+        .target(name: "AuthflowCLI", dependencies: ["OAuthFlow", "OAuthFlowTesting"], swiftSettings: strictSettings),
         .executableTarget(
             name: "authflow",
-            dependencies: ["OAuthFlow", "OAuthFlowTesting"],
+            dependencies: ["AuthflowCLI"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "AuthflowCLITests",
+            // "authflow" is listed so that `swift test` builds the binary the Process tests run.
+            dependencies: ["AuthflowCLI", "authflow", "OAuthFlow", "OAuthFlowTesting"],
             swiftSettings: strictSettings
         ),
         .executableTarget(
@@ -37,6 +44,12 @@ let package = Package(
         .testTarget(
             name: "OAuthFlowTests",
             dependencies: ["OAuthFlow", "OAuthFlowTesting"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["OAuthFlow", "OAuthFlowTesting"],
+            exclude: ["Server"],
             swiftSettings: strictSettings
         ),
     ]

@@ -1,2 +1,3 @@
-import OAuthFlow
-print("authflow: not yet")
+import AuthflowCLI
+
+await Authflow.main()

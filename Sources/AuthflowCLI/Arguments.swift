@@ -1,0 +1,247 @@
+/// A parsed command line.
+public struct Invocation: Sendable, Equatable {
+    /// `--config FILE`, when given.
+    public var configPath: String?
+    /// `--store DIR`, when given.
+    public var storePath: String?
+    /// The command to run.
+    public var command: Command
+
+    /// Creates an invocation.
+    public init(configPath: String? = nil, storePath: String? = nil, command: Command) {
+        self.configPath = configPath
+        self.storePath = storePath
+        self.command = command
+    }
+}
+
+/// One `authflow` command with its arguments.
+public enum Command: Sendable, Equatable {
+    /// `providers [--json]`.
+    case providers(json: Bool)
+    /// `login PROVIDER [--device | --browser | --client-credentials] [--scope S]... [--json] [--timeout SECONDS]`.
+    case login(LoginOptions)
+    /// `token PROVIDER [--json]`.
+    case token(provider: String, json: Bool)
+    /// `status [PROVIDER] [--json]`.
+    case status(provider: String?, json: Bool)
+    /// `logout PROVIDER [--local]`.
+    case logout(provider: String, localOnly: Bool)
+    /// `demo`.
+    case demo
+    /// `help [COMMAND]`, `--help`, `-h`.
+    case help(topic: String?)
+    /// `--version`.
+    case version
+
+    /// The command's name as typed.
+    public var name: String {
+        switch self {
+        case .providers: return "providers"
+        case .login: return "login"
+        case .token: return "token"
+        case .status: return "status"
+        case .logout: return "logout"
+        case .demo: return "demo"
+        case .help: return "help"
+        case .version: return "--version"
+        }
+    }
+}
+
+/// The arguments of `login`.
+public struct LoginOptions: Sendable, Equatable {
+    /// A grant forced by a flag.
+    public enum Method: String, Sendable, Equatable, CaseIterable {
+        /// `--device`: RFC 8628 device authorization.
+        case device
+        /// `--browser`: authorization code + PKCE with a loopback redirect (RFC 8252).
+        case browser
+        /// `--client-credentials`: RFC 6749 §4.4.
+        case clientCredentials = "client-credentials"
+    }
+
+    /// The provider id.
+    public var provider: String
+    /// The forced grant; nil lets `authflow` choose.
+    public var method: Method?
+    /// `--scope` values; empty means the provider's scopes.
+    public var scopes: [String]
+    /// `--json`: JSON Lines on stdout.
+    public var json: Bool
+    /// `--timeout`: how long a browser login waits for its callback, in seconds.
+    public var timeout: Int
+
+    /// The default browser wait: 5 minutes.
+    public static let defaultTimeout = 300
+
+    /// Creates login options.
+    public init(
+        provider: String, method: Method? = nil, scopes: [String] = [], json: Bool = false, timeout: Int = LoginOptions.defaultTimeout
+    ) {
+        self.provider = provider
+        self.method = method
+        self.scopes = scopes
+        self.json = json
+        self.timeout = timeout
+    }
+}
+
+/// A command line that cannot be run; exits 64 with the message and the command's usage.
+public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What is wrong.
+    public var message: String
+    /// The command whose usage to show, when known.
+    public var command: String?
+
+    /// Creates a usage error.
+    public init(_ message: String, command: String? = nil) {
+        self.message = message
+        self.command = command
+    }
+
+    /// The message.
+    public var description: String { message }
+}
+
+extension Authflow {
+    /// The commands, in the order `--help` lists them.
+    static let commandNames = ["providers", "login", "token", "status", "logout", "demo", "help"]
+
+    private static let valueOptions: Set<String> = ["--config", "--store", "--scope", "--timeout"]
+
+    /// Parses the arguments after the program name.
+    ///
+    /// Global options (`--config`, `--store`) may come before or after the command; `--` ends
+    /// options. `--help` anywhere asks for the command's help.
+    /// - Throws: ``UsageError`` for anything that cannot be run.
+    public static func parse(_ arguments: [String]) throws(UsageError) -> Invocation {
+        var configPath: String?
+        var storePath: String?
+        var commandName: String?
+        var positionals: [String] = []
+        var options: [(name: String, value: String?)] = []
+        var wantsHelp = false
+        var wantsVersion = false
+
+        var index = 0
+        var optionsEnded = false
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if optionsEnded || !argument.hasPrefix("-") || argument == "-" {
+                if commandName == nil { commandName = argument } else { positionals.append(argument) }
+                continue
+            }
+            if argument == "--" {
+                optionsEnded = true
+                continue
+            }
+            var name = argument
+            var value: String?
+            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+                name = String(argument[..<equals])
+                value = String(argument[argument.index(after: equals)...])
+            }
+            if valueOptions.contains(name), value == nil {
+                guard index < arguments.count else { throw UsageError("\(name) needs a value", command: commandName) }
+                value = arguments[index]
+                index += 1
+            } else if !valueOptions.contains(name), value != nil {
+                throw UsageError("\(name) takes no value", command: commandName)
+            }
+            switch name {
+            case "--help", "-h": wantsHelp = true
+            case "--version", "-V": wantsVersion = true
+            case "--config":
+                guard let value, !value.isEmpty else { throw UsageError("--config needs a file", command: commandName) }
+                configPath = value
+            case "--store":
+                guard let value, !value.isEmpty else { throw UsageError("--store needs a directory", command: commandName) }
+                storePath = value
+            default: options.append((name, value))
+            }
+        }
+
+        func invocation(_ command: Command) -> Invocation {
+            Invocation(configPath: configPath, storePath: storePath, command: command)
+        }
+        if wantsHelp {
+            if let commandName, commandName != "help", !commandNames.contains(commandName) {
+                throw UsageError("unknown command '\(commandName)'")
+            }
+            return invocation(.help(topic: commandName == "help" ? positionals.first : commandName))
+        }
+        if wantsVersion { return invocation(.version) }
+        guard let commandName else { throw UsageError("no command given") }
+        guard commandNames.contains(commandName) else {
+            throw UsageError("unknown command '\(commandName)'")
+        }
+
+        // Per command: which options it takes and how many positionals.
+        func only(_ allowed: Set<String>) throws(UsageError) {
+            for option in options where !allowed.contains(option.name) {
+                throw UsageError("unknown option '\(option.name)' for '\(commandName)'", command: commandName)
+            }
+        }
+        func flag(_ name: String) -> Bool { options.contains { $0.name == name } }
+        func expectPositionals(_ range: ClosedRange<Int>, _ what: String) throws(UsageError) {
+            if positionals.count < range.lowerBound { throw UsageError("missing \(what)", command: commandName) }
+            if positionals.count > range.upperBound {
+                throw UsageError("unexpected argument '\(positionals[range.upperBound])'", command: commandName)
+            }
+        }
+
+        switch commandName {
+        case "providers":
+            try only(["--json"])
+            try expectPositionals(0...0, "")
+            return invocation(.providers(json: flag("--json")))
+        case "login":
+            try only(["--json", "--device", "--browser", "--client-credentials", "--scope", "--timeout"])
+            try expectPositionals(1...1, "PROVIDER")
+            let methods = LoginOptions.Method.allCases.filter { flag("--\($0.rawValue)") }
+            guard methods.count <= 1 else {
+                throw UsageError("choose one of --device, --browser, --client-credentials", command: commandName)
+            }
+            var scopes: [String] = []
+            for option in options where option.name == "--scope" {
+                let split = (option.value ?? "").split(separator: " ").map(String.init)
+                guard !split.isEmpty else { throw UsageError("--scope needs a scope", command: commandName) }
+                scopes += split
+            }
+            var timeout = LoginOptions.defaultTimeout
+            if let text = options.last(where: { $0.name == "--timeout" })?.value {
+                guard let seconds = Int(text), seconds > 0 else {
+                    throw UsageError("--timeout needs a positive number of seconds, not '\(text)'", command: commandName)
+                }
+                timeout = seconds
+            }
+            return invocation(.login(LoginOptions(provider: positionals[0], method: methods.first, scopes: scopes,
+                                                  json: flag("--json"), timeout: timeout)))
+        case "token":
+            try only(["--json"])
+            try expectPositionals(1...1, "PROVIDER")
+            return invocation(.token(provider: positionals[0], json: flag("--json")))
+        case "status":
+            try only(["--json"])
+            try expectPositionals(0...1, "")
+            return invocation(.status(provider: positionals.first, json: flag("--json")))
+        case "logout":
+            try only(["--local"])
+            try expectPositionals(1...1, "PROVIDER")
+            return invocation(.logout(provider: positionals[0], localOnly: flag("--local")))
+        case "demo":
+            try only([])
+            try expectPositionals(0...0, "")
+            return invocation(.demo)
+        default:  // help
+            try only([])
+            try expectPositionals(0...1, "")
+            if let topic = positionals.first, !commandNames.contains(topic) {
+                throw UsageError("unknown command '\(topic)'", command: "help")
+            }
+            return invocation(.help(topic: positionals.first))
+        }
+    }
+}

@@ -1,0 +1,308 @@
+public import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Dispatch
+import Glibc
+public import OAuthFlow
+import Synchronization
+
+/// The `authflow` command-line tool: parse, call the library, print, exit.
+///
+/// `Sources/authflow/main.swift` calls ``main()``. Tests call ``parse(_:)`` and
+/// ``run(arguments:output:environment:services:)`` in-process with a mock transport and a test clock.
+public enum Authflow {
+    /// What a run uses from the outside world; tests replace each part.
+    public struct Services: Sendable {
+        /// The HTTP transport; nil means a `URLSessionTransport`, created on the first request only.
+        public var transport: (any HTTPTransport)?
+        /// Sleeps between device polls.
+        public var clock: any Clock<Duration>
+        /// The wall clock for expiry.
+        public var now: @Sendable () -> Date
+        /// Opens a URL in a browser (`xdg-open` by default); called only when a display is present.
+        public var openURL: @Sendable (URL) -> Void
+        /// How long a command waits for another process holding a store lock.
+        public var lockTimeout: Duration
+
+        /// The real world: network, wall clock, `xdg-open`.
+        public init(
+            transport: (any HTTPTransport)? = nil, clock: any Clock<Duration> = ContinuousClock(),
+            now: @escaping @Sendable () -> Date = { Date() }, openURL: @escaping @Sendable (URL) -> Void = Authflow.xdgOpen,
+            lockTimeout: Duration = .seconds(30)
+        ) {
+            self.transport = transport
+            self.clock = clock
+            self.now = now
+            self.openURL = openURL
+            self.lockTimeout = lockTimeout
+        }
+    }
+
+    /// Runs `authflow` as a process: parses `CommandLine.arguments`, runs, and exits.
+    ///
+    /// `login` and `demo` turn SIGINT into task cancellation (a second Ctrl-C exits at once);
+    /// other commands keep the default SIGINT behaviour.
+    public static func main() async -> Never {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        let output = Output.standard
+        let environment = ProcessInfo.processInfo.environment
+        let invocation: Invocation
+        do {
+            invocation = try parse(arguments)
+        } catch {
+            exit(report(error, output: output, environment: environment).rawValue)
+        }
+        let task = Task { await execute(invocation, output: output, environment: environment, services: Services()) }
+        var source: (any DispatchSourceSignal)?
+        switch invocation.command {
+        case .login, .demo: source = cancelOnInterrupt(task)
+        default: break
+        }
+        let status = await task.value
+        source?.cancel()
+        exit(status.rawValue)
+    }
+
+    /// Parses and runs one command line; never exits the process.
+    /// - Returns: the exit status (see ``ExitCode``).
+    public static func run(
+        arguments: [String], output: Output, environment: [String: String] = ProcessInfo.processInfo.environment,
+        services: Services = Services()
+    ) async -> ExitCode {
+        do {
+            return await execute(try parse(arguments), output: output, environment: environment, services: services)
+        } catch {
+            return report(error, output: output, environment: environment)
+        }
+    }
+
+    /// Runs a parsed command line; never exits the process.
+    public static func execute(
+        _ invocation: Invocation, output: Output, environment: [String: String], services: Services
+    ) async -> ExitCode {
+        let context = Context(invocation: invocation, output: output, environment: environment, services: services)
+        let status: ExitCode
+        do throws(CLIError) {
+            switch invocation.command {
+            case .help(let topic):
+                output.stdout.write(helpText(topic))
+                status = .success
+            case .version:
+                output.stdout.write("authflow \(version)\n")
+                status = .success
+            case .providers(let json): status = try await context.providers(json: json)
+            case .login(let options): status = try await context.login(options)
+            case .token(let provider, let json): status = try await context.token(provider, json: json)
+            case .status(let provider, let json): status = try await context.status(provider, json: json)
+            case .logout(let provider, let localOnly): status = try await context.logout(provider, localOnly: localOnly)
+            case .demo: status = await Demo(context: context).run()
+            }
+        } catch {
+            return context.report(error)
+        }
+        return status
+    }
+
+    /// Prints a usage error and returns 64.
+    static func report(_ error: UsageError, output: Output, environment: [String: String]) -> ExitCode {
+        let style = Style(terminal: output.stderrIsTerminal, environment: environment)
+        output.stderr.write("\(style.red("authflow: error:")) \(error.message)\nusage: \(usageLine(error.command ?? ""))\n"
+            + "Run 'authflow help\(error.command.map { " \($0)" } ?? "")' for more.\n")
+        return .usage
+    }
+
+    /// Opens `url` with `xdg-open`, detached, its output discarded; failures are ignored.
+    @Sendable public static func xdgOpen(_ url: URL) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["xdg-open", url.absoluteString]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try? process.run()
+    }
+
+    /// Ignores SIGINT and cancels `task` on the first Ctrl-C instead; the second exits with 130.
+    private static func cancelOnInterrupt(_ task: Task<ExitCode, Never>) -> any DispatchSourceSignal {
+        signal(SIGINT, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        let count = Mutex(0)
+        source.setEventHandler {
+            let presses = count.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            if presses > 1 { exit(ExitCode.interrupted.rawValue) }
+            task.cancel()
+        }
+        source.resume()
+        return source
+    }
+}
+
+/// A failure a command reports: a library error or one of the CLI's own.
+enum CLIError: Error {
+    case oauth(OAuthError, provider: String?)
+    case usage(UsageError)
+    case data(String)
+}
+
+/// Everything one run needs, with helpers the commands share.
+struct Context: Sendable {
+    let invocation: Invocation
+    let output: Output
+    let environment: [String: String]
+    let services: Services
+
+    typealias Services = Authflow.Services
+
+    var out: any TextSink { output.stdout }
+    var err: any TextSink { output.stderr }
+    var errStyle: Style { Style(terminal: output.stderrIsTerminal, environment: environment) }
+    var outStyle: Style { Style(terminal: output.stdoutIsTerminal, environment: environment) }
+
+    // MARK: Paths
+
+    /// `--config`, else `$AUTHFLOW_CONFIG`, else `$XDG_CONFIG_HOME/authflow/providers.json`, else `~/.config/authflow/providers.json`.
+    func configURL() throws(CLIError) -> URL {
+        if let path = invocation.configPath { return URL(fileURLWithPath: path) }
+        if let path = environment["AUTHFLOW_CONFIG"], !path.isEmpty { return URL(fileURLWithPath: path) }
+        if let base = environment["XDG_CONFIG_HOME"], base.hasPrefix("/") {
+            return URL(fileURLWithPath: base).appendingPathComponent("authflow/providers.json")
+        }
+        if let home = environment["HOME"], home.hasPrefix("/") {
+            return URL(fileURLWithPath: home).appendingPathComponent(".config/authflow/providers.json")
+        }
+        throw .data("no catalog: pass --config FILE or set AUTHFLOW_CONFIG (HOME is not set)")
+    }
+
+    /// `--store`, else `$AUTHFLOW_STORE`, else `$XDG_STATE_HOME/authflow`, else `~/.local/state/authflow`.
+    func storeURL() throws(CLIError) -> URL {
+        if let path = invocation.storePath { return URL(fileURLWithPath: path, isDirectory: true) }
+        if let path = environment["AUTHFLOW_STORE"], !path.isEmpty { return URL(fileURLWithPath: path, isDirectory: true) }
+        do {
+            return try FileSecretStore.defaultDirectory(name: "authflow", environment: environment)
+        } catch {
+            throw .data("no store: pass --store DIR or set AUTHFLOW_STORE (neither XDG_STATE_HOME nor HOME is an absolute path)")
+        }
+    }
+
+    // MARK: Building blocks
+
+    /// The validated providers of the catalog.
+    func catalog() throws(CLIError) -> [Provider] {
+        let url = try configURL()
+        guard FileManager.default.fileExists(atPath: url.path) else {
+            throw .data("no provider catalog at \(url.path); write one (see Documentation/Catalog.md) or pass --config FILE")
+        }
+        do {
+            return try ProviderCatalog.load(contentsOf: url, environment: environment)
+        } catch {
+            throw .oauth(error, provider: nil)
+        }
+    }
+
+    /// The provider `id` from the catalog; an unknown id is a usage error that lists the known ones.
+    func provider(_ id: String) throws(CLIError) -> Provider {
+        let providers = try catalog()
+        guard let provider = providers.first(where: { $0.id == id }) else {
+            let known = providers.map(\.id).joined(separator: ", ")
+            throw .usage(UsageError("no provider '\(id)' in \((try? configURL().path) ?? "the catalog")"
+                + (known.isEmpty ? " (it lists none)" : "; configured: \(known)"), command: invocation.command.name))
+        }
+        return provider
+    }
+
+    func store() throws(CLIError) -> FileSecretStore {
+        let directory = try storeURL()
+        do {
+            return try FileSecretStore(directory: directory, environment: environment, lockTimeout: services.lockTimeout)
+        } catch {
+            throw .oauth(error, provider: nil)
+        }
+    }
+
+    var transport: any HTTPTransport { services.transport ?? LazyURLSessionTransport() }
+
+    func flowOptions(log: (@Sendable (LogRecord) -> Void)? = nil) -> AuthFlow.Options {
+        AuthFlow.Options(clock: services.clock, now: services.now, userAgent: "authflow/\(Authflow.version)", log: log)
+    }
+
+    func flow(
+        _ providers: [Provider], store: any SecretStore, log: (@Sendable (LogRecord) -> Void)? = nil
+    ) async throws(CLIError) -> AuthFlow {
+        do throws(OAuthError) {
+            return try await AuthFlow(providers: providers, store: store, transport: transport, options: flowOptions(log: log))
+        } catch {
+            throw .oauth(error, provider: nil)
+        }
+    }
+
+    // MARK: Errors
+
+    /// Prints a failure on stderr (with the next step) and returns its exit status.
+    func report(_ error: CLIError) -> ExitCode {
+        let style = errStyle
+        switch error {
+        case .usage(let usage):
+            return Authflow.report(usage, output: output, environment: environment)
+        case .data(let message):
+            err.write("\(style.red("authflow: error:")) \(message)\n")
+            return .dataError
+        case .oauth(let error, let provider):
+            let status = ExitCode(error)
+            if status == .interrupted {
+                err.write("authflow: interrupted; nothing was stored.\n")
+                return status
+            }
+            err.write("\(style.red("authflow: error:")) \(Self.explain(error))\n")
+            if let hint = hint(for: error, provider: provider ?? error.providerID) { err.write("\(hint)\n") }
+            return status
+        }
+    }
+
+    /// A sentence for people: the code, then the server's error or the library's message. Never a secret.
+    static func explain(_ error: OAuthError) -> String {
+        var text = ""
+        if let provider = error.providerID, !(error.message ?? "").contains("\"\(provider)\"") { text += "\(provider): " }
+        if let response = error.response {
+            text += "the provider answered \(response.code.rawValue)"
+            if let detail = response.errorDescription { text += " (\(detail))" }
+            if let message = error.message { text += "; \(message)" }
+        } else if let message = error.message {
+            text += message
+        } else {
+            text += "\(error.code)"
+        }
+        if let status = error.httpStatus, error.response == nil { text += " [HTTP \(status)]" }
+        return text + " [\(error.code)]"
+    }
+
+    private func hint(for error: OAuthError, provider: String?) -> String? {
+        switch error.recovery {
+        case .retryLater: return "This is temporary; try again later."
+        case .reauthorize: return provider.map { "Log in again: authflow login \($0)" } ?? "Log in again with authflow login."
+        case .fixConfiguration:
+            if error.code == .storage { return nil }
+            return (try? configURL().path).map { "Check the catalog at \($0)." }
+        case .none: return nil
+        }
+    }
+}
+
+/// A `URLSessionTransport` created on the first request, so commands that answer from the
+/// store (`token` with a valid token, `status`) never set up a session.
+final class LazyURLSessionTransport: HTTPTransport {
+    private let transport = Mutex<URLSessionTransport?>(nil)
+
+    func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
+        let transport = self.transport.withLock { transport in
+            if let transport { return transport }
+            let made = URLSessionTransport()
+            transport = made
+            return made
+        }
+        return try await transport.send(request)
+    }
+}

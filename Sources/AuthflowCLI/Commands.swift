@@ -1,0 +1,218 @@
+import Foundation
+import OAuthFlow
+import Synchronization
+
+extension Context {
+    // MARK: providers
+
+    func providers(json: Bool) async throws(CLIError) -> ExitCode {
+        let providers = try catalog()
+        if json {
+            for provider in providers {
+                out.write(JSON.object([
+                    ("id", .string(provider.id)),
+                    ("grants", .strings(Self.loginMethods(provider).map(\.rawValue))),
+                    ("login", .string(Self.defaultMethod(provider, environment: environment)?.rawValue)),
+                    ("scopes", .strings(provider.scopes)),
+                ]).line)
+            }
+            return .success
+        }
+        guard !providers.isEmpty else {
+            err.write("The catalog lists no providers.\n")
+            return .success
+        }
+        let rows = providers.map { provider in
+            [provider.id, Self.loginMethods(provider).map(\.rawValue).joined(separator: ", "),
+             Self.defaultMethod(provider, environment: environment)?.rawValue ?? "-",
+             provider.scopes.isEmpty ? "-" : provider.scopes.joined(separator: " ")]
+        }
+        out.write(Table.render(header: ["PROVIDER", "GRANTS", "LOGIN", "SCOPES"], rows: rows, style: outStyle))
+        return .success
+    }
+
+    /// The login methods the CLI can run for `provider`.
+    static func loginMethods(_ provider: Provider) -> [LoginOptions.Method] {
+        var methods: [LoginOptions.Method] = []
+        if provider.deviceAuthorizationURL != nil { methods.append(.device) }
+        if provider.authorizationURL != nil { methods.append(.browser) }
+        if provider.isConfidential { methods.append(.clientCredentials) }
+        return methods
+    }
+
+    /// What `login` runs without a flag: client credentials for a secret-only provider; the device
+    /// grant without a display; the browser otherwise; nil when nothing fits.
+    static func defaultMethod(_ provider: Provider, environment: [String: String]) -> LoginOptions.Method? {
+        if provider.isConfidential, provider.redirectURI == nil, provider.deviceAuthorizationURL == nil { return .clientCredentials }
+        let methods = loginMethods(provider)
+        if methods.contains(.device), !hasDisplay(environment) || !methods.contains(.browser) { return .device }
+        if methods.contains(.browser) { return .browser }
+        return methods.first
+    }
+
+    /// True when a graphical session is available: `DISPLAY` or `WAYLAND_DISPLAY` is set.
+    static func hasDisplay(_ environment: [String: String]) -> Bool {
+        !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
+    }
+
+    // MARK: token
+
+    func token(_ id: String, json: Bool) async throws(CLIError) -> ExitCode {
+        let provider = try provider(id)
+        let flow = try await flow([provider], store: store())
+        let set: TokenSet
+        do {
+            set = try await flow.tokenSet(for: id)
+        } catch {
+            throw .oauth(error, provider: id)
+        }
+        if json {
+            out.write(JSON.object([
+                ("access_token", .string(set.accessToken.reveal())),
+                ("token_type", .string(set.tokenType)),
+                ("expires_at", .date(set.expiresAt)),
+                ("scopes", .strings(set.scopes)),
+            ]).line)
+        } else {
+            out.write(set.accessToken.reveal() + "\n")
+        }
+        return .success
+    }
+
+    // MARK: status
+
+    func status(_ id: String?, json: Bool) async throws(CLIError) -> ExitCode {
+        let providers: [Provider]
+        if let id { providers = [try provider(id)] } else { providers = try catalog() }
+        let store = try store()
+        // Entries that cannot be read are published as errors while the flow restores; keep their reasons.
+        let problems = Mutex<[String: String]>([:])
+        let flow = try await flow(providers, store: store) { record in
+            if record.level == .warning, let provider = record.providerID { problems.withLock { $0[provider] = record.message } }
+        }
+        let authorizations = await flow.authorizations
+        let keys: Set<String>
+        do { keys = Set(try await store.keys()) } catch { throw .oauth(error, provider: nil) }
+        let rows = providers.map { provider in
+            StatusRow(provider: provider.id, authorization: authorizations[provider.id],
+                      problem: keys.contains(provider.id) && authorizations[provider.id] == nil
+                          ? problems.withLock { $0[provider.id] } ?? "unreadable" : nil)
+        }
+        let now = services.now()
+        if json {
+            for row in rows { out.write(row.json(now: now).line) }
+        } else {
+            out.write(StatusRow.table(rows, now: now, style: outStyle))
+        }
+        if id != nil, let row = rows.first, !row.isUsable(now: now) { return .denied }
+        return .success
+    }
+
+    // MARK: logout
+
+    func logout(_ id: String, localOnly: Bool) async throws(CLIError) -> ExitCode {
+        let provider = try provider(id)
+        let flow = try await flow([provider], store: store())
+        let held = await flow.authorization(for: id) != nil
+        do {
+            if localOnly || !held {
+                try await flow.clear(provider: id)
+                out.write(held ? "Forgot the tokens of \(id) (not revoked at the provider).\n" : "Nothing was stored for \(id).\n")
+            } else if try await flow.revoke(provider: id) {
+                out.write("Revoked the tokens of \(id) at the provider and forgot them.\n")
+            } else {
+                out.write("Forgot the tokens of \(id); it has no revocation endpoint, so they stay valid there until they expire.\n")
+            }
+        } catch {
+            if error.code != .storage, !localOnly {
+                err.write("The tokens are still stored; retry, or use --local to forget them anyway.\n")
+            }
+            throw .oauth(error, provider: id)
+        }
+        return .success
+    }
+}
+
+/// One provider's line of `status`.
+struct StatusRow {
+    var provider: String
+    var authorization: Authorization?
+    var problem: String?
+
+    func isExpired(now: Date) -> Bool { authorization?.expiresAt.map { $0 <= now } ?? false }
+
+    /// True when only a new login can give a token: flagged, or expired with nothing to renew it.
+    func needsReauthorization(now: Date) -> Bool {
+        guard let authorization else { return true }
+        if authorization.needsReauthorization { return true }
+        return isExpired(now: now) && !authorization.isRefreshable && authorization.grant != .clientCredentials
+    }
+
+    func isUsable(now: Date) -> Bool { authorization != nil && !needsReauthorization(now: now) }
+
+    func json(now: Date) -> JSON {
+        guard let authorization else {
+            var pairs: [(String, JSON)] = [("provider", .string(provider)), ("logged_in", .bool(false))]
+            if let problem { pairs.append(("error", .string(problem))) }
+            pairs.append(("needs_reauthorization", .bool(true)))
+            return .object(pairs)
+        }
+        return .object([
+            ("provider", .string(provider)),
+            ("logged_in", .bool(true)),
+            ("grant", .string(authorization.grant.rawValue)),
+            ("token_type", .string(authorization.tokenType)),
+            ("issued_at", .date(authorization.issuedAt)),
+            ("expires_at", .date(authorization.expiresAt)),
+            ("expired", .bool(isExpired(now: now))),
+            ("scopes", .strings(authorization.scopes)),
+            ("refreshable", .bool(authorization.isRefreshable)),
+            ("needs_reauthorization", .bool(needsReauthorization(now: now))),
+        ])
+    }
+
+    static func grantName(_ grant: GrantType) -> String {
+        switch grant {
+        case .deviceCode: return "device"
+        case .authorizationCode: return "browser"
+        case .clientCredentials: return "client-credentials"
+        case .refreshToken: return "refresh"
+        }
+    }
+
+    func state(now: Date) -> String {
+        guard let authorization else { return problem.map { "unreadable: \($0)" } ?? "not logged in" }
+        if authorization.needsReauthorization { return "needs login" }
+        guard isExpired(now: now) else { return "valid" }
+        if authorization.grant == .clientCredentials { return "expired (fetched again on use)" }
+        return authorization.isRefreshable ? "expired (refreshed on use)" : "expired (needs login)"
+    }
+
+    static func table(_ rows: [StatusRow], now: Date, style: Style) -> String {
+        let lines = rows.map { row -> [String] in
+            let authorization = row.authorization
+            let expires = authorization.map { auth in
+                auth.expiresAt.map { "\(Timestamps.iso8601($0)) (\(Timestamps.relative($0, now: now)))" } ?? "never"
+            } ?? "-"
+            return [row.provider, row.state(now: now), authorization.map { grantName($0.grant) } ?? "-", expires,
+                    authorization.map { $0.scopes.isEmpty ? "-" : $0.scopes.joined(separator: " ") } ?? "-",
+                    authorization.map { $0.isRefreshable ? "yes" : "no" } ?? "-",
+                    row.needsReauthorization(now: now) ? "yes" : "no"]
+        }
+        return Table.render(header: ["PROVIDER", "STATUS", "GRANT", "EXPIRES", "SCOPES", "REFRESH TOKEN", "NEEDS LOGIN"],
+                            rows: lines, style: style)
+    }
+}
+
+enum Table {
+    /// Left-aligned columns separated by two spaces; the header in bold on a terminal.
+    static func render(header: [String], rows: [[String]], style: Style) -> String {
+        let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
+        func line(_ cells: [String]) -> String {
+            cells.enumerated().map { column, cell in
+                column == cells.count - 1 ? cell : cell + String(repeating: " ", count: widths[column] - cell.count)
+            }.joined(separator: "  ")
+        }
+        return ([style.bold(line(header))] + rows.map(line)).joined(separator: "\n") + "\n"
+    }
+}

@@ -1,0 +1,209 @@
+import Foundation
+import OAuthFlow
+import OAuthFlowTesting
+import Synchronization
+
+/// A clock for the demo: time really passes, `factor` times faster than on the wall.
+///
+/// Sleeping for 5 s takes 5/`factor` s; ``date`` moves at the same pace, so expiry and the
+/// device code's lifetime stay consistent with the sleeps.
+struct ScaledClock: Clock {
+    struct Instant: InstantProtocol {
+        var offset: Duration
+        func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
+        func duration(to other: Instant) -> Duration { other.offset - offset }
+        static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
+    }
+
+    let factor: Int
+    let origin: ContinuousClock.Instant
+    let startDate: Date
+
+    init(factor: Int, startDate: Date = Date()) {
+        self.factor = factor
+        self.origin = .now
+        self.startDate = startDate
+    }
+
+    var now: Instant { Instant(offset: (ContinuousClock.now - origin) * factor) }
+    var minimumResolution: Duration { .milliseconds(1) }
+
+    func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+        let remaining = now.duration(to: deadline)
+        if remaining > .zero { try await Task.sleep(for: remaining / factor) }
+    }
+
+    /// Scaled seconds since the start.
+    var elapsed: Double {
+        let offset = now.offset
+        return Double(offset.components.seconds) + Double(offset.components.attoseconds) / 1e18
+    }
+
+    /// The scaled wall clock.
+    var date: Date { startDate.addingTimeInterval(elapsed) }
+}
+
+/// Shows each request's shape and each answer's status and RFC 6749 §5.2 `error` as it happens. Never a body.
+final class DemoTransport: HTTPTransport {
+    private let base: any HTTPTransport
+    private let write: @Sendable (String) async -> Void
+
+    init(base: any HTTPTransport, write: @escaping @Sendable (String) async -> Void) {
+        self.base = base
+        self.write = write
+    }
+
+    func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
+        let body = String(decoding: request.body ?? Data(), as: UTF8.self)
+        let grant = body.split(separator: "&").first { $0.hasPrefix("grant_type=") }.map {
+            " grant_type=" + ($0.dropFirst("grant_type=".count).removingPercentEncoding ?? "")
+        } ?? ""
+        await write("→ \(request.method) \(request.url.path)\(grant)")
+        let response = try await base.send(request)
+        var answer = "← \(response.status)"
+        if let object = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any] {
+            if let error = object["error"] as? String { answer += " error=\(error)" }
+            if object["access_token"] != nil { answer += " tokens (access token <redacted>)" }
+            if object["user_code"] != nil { answer += " device code <redacted>, user code \(object["user_code"] as? String ?? "")" }
+        }
+        await write(answer)
+        return response
+    }
+}
+
+/// `authflow demo`: the main job end to end, offline, against `OAuthFlowTesting.MockProvider`.
+struct Demo {
+    static let speedup = 20
+    let context: Context
+
+    private var out: any TextSink { context.out }
+
+    func run() async -> ExitCode {
+        let style = context.outStyle
+        let fileManager = FileManager.default
+        let temporary = fileManager.temporaryDirectory
+            .appendingPathComponent("authflow-demo-\(UUID().uuidString.prefix(8))", isDirectory: true)
+        defer { try? fileManager.removeItem(at: temporary) }
+        let clock = ScaledClock(factor: Self.speedup)
+
+        // The embedded provider: two mock hosts, one per provider, so their scripts stay apart.
+        let deviceHost = MockProvider()
+        let serviceHost = MockProvider()
+        let secret = "demo-secret-" + Self.random()
+        let device = deviceHost.provider(id: "demo-device", scopes: ["read", "profile"])
+        let service = serviceHost.provider(id: "demo-service", clientSecret: secret, scopes: ["billing:read"], redirectURI: nil)
+        deviceHost.script(.deviceAuthorization, [.deviceCode(
+            device: "mock_dc_" + Self.random(), user: "WDJB-MJHT", verificationURI: "https://\(deviceHost.host)/device",
+            complete: "https://\(deviceHost.host)/device?user_code=WDJB-MJHT", expiresIn: 900, interval: 5)])
+        deviceHost.script(.token, [
+            .oauthError("authorization_pending", description: "the user has not approved yet"),
+            .oauthError("slow_down", description: "polling too fast"),
+            .oauthError("authorization_pending", description: "the user has not approved yet"),
+            .token(access: "mock_at_" + Self.random(), expiresIn: 3600, refresh: "mock_rt_" + Self.random(), scope: "read profile"),
+            .token(access: "mock_at_" + Self.random(), expiresIn: 3600, refresh: "mock_rt_" + Self.random(), scope: "read profile"),
+        ])
+        serviceHost.script(.token, [.token(access: "mock_at_" + Self.random(), expiresIn: 1800, scope: "billing:read")])
+
+        out.write("""
+            \(style.bold("authflow demo")): the main job, end to end, offline.
+            The provider is OAuthFlowTesting's MockProvider, embedded in this process: no network, no real account.
+            Time runs \(Self.speedup)× faster in the demo (a 5 s poll interval takes 0.25 s); times below are demo time.
+            Tokens are stored in a temporary store, \(temporary.path), removed at the end. No token is printed.
+
+
+            """)
+
+        let reporterBox = Mutex<StateReporter?>(nil)
+        let flowBox = Mutex<AuthFlow?>(nil)
+        let stamp: @Sendable () -> String = {
+            let seconds = clock.elapsed
+            let text = String(format: "%6.1f", seconds)
+            return "[\(text)s]"
+        }
+        // Wire lines wait until every state published so far has been printed: one ordered story.
+        let transport = DemoTransport(base: URLSessionTransport(configuration: MockProvider.sessionConfiguration())) { [out] line in
+            if let flow = flowBox.withLock({ $0 }), let reporter = reporterBox.withLock({ $0 }) {
+                await reporter.waitUntilHandled(flow.state)
+            }
+            out.write("\(stamp())     \(style.dim(line))\n")
+        }
+
+        do throws(OAuthError) {
+            let store = try FileSecretStore(directory: temporary.appendingPathComponent("store", isDirectory: true))
+            let flow = try await AuthFlow(
+                providers: [device, service], store: store, transport: transport,
+                options: AuthFlow.Options(clock: clock, now: { clock.date }, userAgent: "authflow-demo/\(Authflow.version)"))
+            flowBox.withLock { $0 = flow }
+            let interval = Mutex<Int?>(nil)
+            let reporter = StateReporter(flow.states, skipFirst: false) { [out] state in
+                let name = state.name.padding(toLength: 22, withPad: " ", startingAt: 0)
+                var line = "\(stamp()) \(style.bold(name)) \(Self.summary(state, now: clock.date))"
+                if case .receivedDeviceCode(_, let code) = state {
+                    let previous = interval.withLock { last -> Int? in
+                        defer { last = code.interval }
+                        return last
+                    }
+                    if let previous, code.interval > previous {
+                        line += "  \(style.yellow("note:")) slow_down raised the interval from \(previous) s"
+                    }
+                }
+                out.write(line + "\n")
+            }
+            reporterBox.withLock { $0 = reporter }
+            defer { reporter.stop() }
+
+            out.write(style.bold("1. Device login (RFC 8628): authflow login demo-device --device") + "\n")
+            out.write("   The mock says authorization_pending, then slow_down (+5 s), pending again, then approves.\n")
+            let code = try await flow.requestDeviceCode(provider: device.id)
+            await reporter.waitUntilHandled(flow.state)
+            out.write("         A person would open \(code.verificationURI.absoluteString) and type \(style.bold(code.userCode)).\n")
+            _ = try await flow.pollDeviceAuthorization(code)
+            await reporter.waitUntilHandled(flow.state)
+
+            out.write("\n" + style.bold("2. A script asks for the token: authflow token demo-device") + "\n")
+            let token = try await flow.accessToken(for: device.id)
+            out.write("         served from the store without a request: <redacted> (\(token.reveal().count) characters)\n")
+
+            out.write("\n" + style.bold("3. Refresh (RFC 6749 §6), as token does when the access token is about to expire") + "\n")
+            _ = try await flow.refresh(provider: device.id)
+            await reporter.waitUntilHandled(flow.state)
+
+            out.write("\n" + style.bold("4. Client credentials (RFC 6749 §4.4): authflow login demo-service") + "\n")
+            _ = try await flow.clientCredentials(provider: service.id)
+            await reporter.waitUntilHandled(flow.state)
+
+            out.write("\n" + style.bold("5. authflow status, read back from the store by a fresh flow") + "\n")
+            let reader = try await AuthFlow(providers: [device, service], store: store, transport: transport,
+                                            options: AuthFlow.Options(clock: clock, now: { clock.date }))
+            let authorizations = await reader.authorizations
+            let rows = [device, service].map { StatusRow(provider: $0.id, authorization: authorizations[$0.id], problem: nil) }
+            out.write(StatusRow.table(rows, now: clock.date, style: style))
+        } catch {
+            context.err.write("authflow demo failed: \(Context.explain(error))\n")
+            return ExitCode(error)
+        }
+        out.write("\nDone: the temporary store is removed. "
+            + "Next: write a catalog (Documentation/Catalog.md), then authflow login PROVIDER.\n")
+        return .success
+    }
+
+    /// One line about a state, without secrets.
+    static func summary(_ state: AuthFlow.State, now: Date) -> String {
+        switch state {
+        case .empty: return "nothing stored yet"
+        case .authorizing(let provider, let grant): return "\(provider) (\(grant.rawValue))"
+        case .requestingAccessToken(let provider), .requestingDeviceCode(let provider): return provider
+        case .receivedDeviceCode(let provider, let code):
+            return "\(provider): user code \(code.userCode), expires in \(code.expiresIn) s, poll every \(code.interval) s"
+        case .authorized(let provider, let authorization):
+            let expiry = authorization.expiresAt.map { "expires \(Timestamps.relative($0, now: now))" } ?? "no expiry"
+            return "\(provider): scopes \(authorization.scopes.joined(separator: " ")), \(expiry)"
+                + (authorization.isRefreshable ? ", refreshable" : "")
+        case .error(let provider, let error): return "\(provider): \(Context.explain(error))"
+        }
+    }
+
+    private static func random() -> String {
+        UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+    }
+}

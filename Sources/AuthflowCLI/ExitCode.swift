@@ -1,0 +1,50 @@
+public import OAuthFlow
+
+/// The process exit statuses of `authflow` (the BSD `sysexits.h` values, plus 130 for Ctrl-C).
+public enum ExitCode: Int32, Sendable, CaseIterable, CustomStringConvertible {
+    /// 0: the command did what was asked.
+    case success = 0
+    /// 1: an unexpected internal failure.
+    case failure = 1
+    /// 64: the command line is wrong (unknown command or option, missing argument, unknown provider).
+    case usage = 64
+    /// 65: the configuration or stored data is bad (catalog, store, a provider's answer); retrying will not help.
+    case dataError = 65
+    /// 69: the provider could not be reached.
+    case unavailable = 69
+    /// 75: a temporary failure (server busy, a lock or a wait timed out); try again later.
+    case temporaryFailure = 75
+    /// 77: denied, or a new login is needed (refresh token rejected, device code expired, state mismatch).
+    case denied = 77
+    /// 130: interrupted with Ctrl-C; nothing was stored.
+    case interrupted = 130
+
+    /// The status for an ``OAuthError``: its code first, then its recovery.
+    public init(_ error: OAuthError) {
+        switch error.code {
+        case .cancelled: self = .interrupted
+        case .transport: self = .unavailable
+        case .accessDenied, .reauthorizationRequired: self = .denied
+        default:
+            switch error.recovery {
+            case .retryLater: self = .temporaryFailure
+            case .reauthorize, .none: self = .denied
+            case .fixConfiguration: self = .dataError
+            }
+        }
+    }
+
+    /// The number and its meaning, as `--help` lists them.
+    public var description: String {
+        switch self {
+        case .success: return "0    success"
+        case .failure: return "1    unexpected failure"
+        case .usage: return "64   usage error: unknown command or option, missing argument, unknown provider"
+        case .dataError: return "65   bad configuration or data: catalog, store, or a provider's answer"
+        case .unavailable: return "69   provider unreachable"
+        case .temporaryFailure: return "75   temporary failure: try again later"
+        case .denied: return "77   denied, or a new login is needed"
+        case .interrupted: return "130  interrupted (Ctrl-C); nothing stored"
+        }
+    }
+}

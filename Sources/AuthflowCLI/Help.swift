@@ -1,0 +1,130 @@
+extension Authflow {
+    /// The version `--version` prints.
+    public static let version = "0.1.0"
+
+    static func usageLine(_ command: String) -> String {
+        switch command {
+        case "providers": return "authflow [--config FILE] providers [--json]"
+        case "login":
+            return "authflow [--config FILE] [--store DIR] login PROVIDER [--device | --browser | --client-credentials] "
+                + "[--scope S]... [--json] [--timeout SECONDS]"
+        case "token": return "authflow [--config FILE] [--store DIR] token PROVIDER [--json]"
+        case "status": return "authflow [--config FILE] [--store DIR] status [PROVIDER] [--json]"
+        case "logout": return "authflow [--config FILE] [--store DIR] logout PROVIDER [--local]"
+        case "demo": return "authflow demo"
+        case "help": return "authflow help [COMMAND]"
+        default: return "authflow [--config FILE] [--store DIR] <command> [arguments]"
+        }
+    }
+
+    /// The text of `authflow help [COMMAND]`.
+    static func helpText(_ topic: String?) -> String {
+        guard let topic else { return generalHelp }
+        let body: String
+        switch topic {
+        case "providers":
+            body = """
+            List the configured providers and the login methods each supports.
+
+              --json    one JSON object per provider per line: id, grants, login (the default method), scopes
+            """
+        case "login":
+            body = """
+            Log in to PROVIDER and store its tokens.
+
+            Without a flag, authflow uses the device grant when the provider has a device endpoint
+            and no display is available (neither DISPLAY nor WAYLAND_DISPLAY is set), and the browser
+            otherwise. A provider with a client secret and neither a redirectURI nor a device endpoint
+            uses client credentials.
+
+              --device                RFC 8628 device authorization: prints a URL and a code to type
+                                      on any device, counts down, and polls until you approve
+              --browser               authorization code + PKCE: prints the authorization URL (and
+                                      opens it with xdg-open when a display is present), then waits
+                                      for the redirect on a loopback address (RFC 8252)
+              --client-credentials    RFC 6749 §4.4, for a confidential client
+              --scope S               request scope S instead of the provider's (repeatable)
+              --json                  JSON Lines on stdout, one object per state transition
+              --timeout SECONDS       how long the browser login waits for its redirect (default 300)
+
+            Ctrl-C cancels the login promptly, stores nothing, and exits 130.
+            """
+        case "token":
+            body = """
+            Print a valid access token for PROVIDER and a newline on stdout, nothing else.
+
+            The stored token is used while valid; otherwise it is refreshed (or fetched again for
+            client credentials) and stored. Everything but the token goes to stderr.
+
+              --json    one JSON object instead: access_token, token_type, expires_at, scopes
+
+            Example: curl -H "Authorization: Bearer $(authflow token github)" https://api.github.com/user
+            """
+        case "status":
+            body = """
+            Show what is stored, for PROVIDER or for every configured provider: expiry, scopes,
+            whether a refresh token is held, and whether a new login is needed. Never a token.
+            With PROVIDER, exits 77 when it has no usable authorization.
+
+              --json    one JSON object per provider per line
+            """
+        case "logout":
+            body = """
+            Revoke PROVIDER's tokens at its revocation endpoint (RFC 7009), when it has one, then
+            delete them from the store. When the revocation request fails, the tokens are kept
+            so you can retry.
+
+              --local   delete the stored tokens without contacting the provider
+            """
+        case "demo":
+            body = """
+            Run the whole job offline against an embedded mock provider: a device login (pending,
+            slow_down, then approval), a refresh, and a client-credentials grant, printing each state
+            transition as it happens; then the status of the temporary store, which is removed at the
+            end. Time runs 20× faster in the demo. No token is printed.
+            """
+        default:
+            body = "Show help for COMMAND, or the overview."
+        }
+        return "usage: \(usageLine(topic))\n\n\(body)\n"
+    }
+
+    static var generalHelp: String {
+        """
+        authflow \(version): OAuth 2.0 logins and tokens for scripts and headless boxes.
+
+        usage: \(usageLine(""))
+
+        Commands:
+          providers [--json]                   list configured providers and the grants each supports
+          login PROVIDER [--device | --browser | --client-credentials] [--scope S]... [--json]
+                                               log in and store the tokens
+          token PROVIDER [--json]              print a valid access token; refresh or re-fetch when needed
+          status [PROVIDER] [--json]           what is stored: expiry, scopes, refreshable, needs login
+          logout PROVIDER [--local]            revoke at the provider (when it can), then forget
+          demo                                 the main job, end to end, offline, against an embedded provider
+          help [COMMAND]                       this text, or a command's
+
+        Options:
+          --config FILE    the provider catalog (JSON; see Documentation/Catalog.md)
+          --store DIR      the token store directory (created with mode 0700)
+          -h, --help       show help
+          -V, --version    show the version
+
+        Environment:
+          AUTHFLOW_CONFIG    the catalog when --config is not given; else $XDG_CONFIG_HOME/authflow/providers.json,
+                             else ~/.config/authflow/providers.json
+          AUTHFLOW_STORE     the store when --store is not given; else $XDG_STATE_HOME/authflow,
+                             else ~/.local/state/authflow
+          DISPLAY, WAYLAND_DISPLAY
+                             when either is set, login prefers the browser and opens it with xdg-open
+          NO_COLOR           when set, no colour
+
+        Exit codes:
+        \(ExitCode.allCases.map { "  \($0)" }.joined(separator: "\n"))
+
+        Run 'authflow help COMMAND' for a command's options. Tokens are printed only by 'token'.
+
+        """
+    }
+}

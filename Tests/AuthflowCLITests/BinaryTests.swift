@@ -1,0 +1,236 @@
+import Foundation
+import Glibc
+import OAuthFlow
+import OAuthFlowTesting
+import Testing
+
+/// The built `authflow` binary, run as a process (see `Support/Binary.swift` for how it is found).
+///
+/// Commands that need a provider talk to `TestHTTPServer`, a scripted authorization server on
+/// 127.0.0.1 inside the test process: the binary cannot reach an in-process `MockProvider`. The
+/// catalog points at it with loopback `http://` endpoints, which the library allows.
+@Suite("authflow binary", .serialized)
+struct BinaryTests {
+    @Test("the binary is built beside the tests")
+    func located() throws {
+        let url = try #require(Binary.url, "authflow not found; set AUTHFLOW_BINARY")
+        #expect(FileManager.default.isExecutableFile(atPath: url.path))
+    }
+
+    @Test("--version prints the version and exits 0")
+    func version() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let run = try await runBinary(["--version"], environment: cleanEnvironment(directory))
+        #expect(run.status == 0)
+        #expect(run.stdout.hasPrefix("authflow "))
+        #expect(run.stderr.isEmpty)
+    }
+
+    @Test("bad usage exits 64 with the message and usage on stderr", arguments: [["frobnicate"], ["token"], ["login", "x", "--device", "--browser"], []])
+    func badUsage(arguments: [String]) async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let run = try await runBinary(arguments, environment: cleanEnvironment(directory))
+        #expect(run.status == 64)
+        #expect(run.stdout.isEmpty)
+        #expect(run.stderr.contains("authflow: error:"))
+        #expect(run.stderr.contains("usage: authflow"))
+    }
+
+    @Test("a bad catalog exits 65 naming the file, provider, key and reason", arguments: [
+        (#"[{ "id": "gh", "clientID": "c", "tokenURL": "http://example.com/token" }]"#, "tokenURL"),
+        (#"[{ "id": "gh", "tokenURL": "https://example.com/token" }]"#, "clientID"),
+        (#"[{ "id": "gh", "clientID": "c", "tokenURL": "https://example.com/token", "clientSecretEnv": "NOT_SET_ANYWHERE" }]"#, "clientSecretEnv"),
+        ("this is not json", "JSON"),
+    ])
+    func badConfig(catalog: String, key: String) async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try Data(catalog.utf8).write(to: directory.config)
+        let run = try await runBinary(["--config", directory.config.path, "--store", directory.store.path, "token", "gh"],
+                                      environment: cleanEnvironment(directory))
+        #expect(run.status == 65)
+        #expect(run.stdout.isEmpty)
+        #expect(run.stderr.contains(directory.config.path))
+        #expect(run.stderr.contains(key), "\(run.stderr)")
+    }
+
+    @Test("demo exits 0, shows every state, never a token, in a few seconds")
+    func demo() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let started = ContinuousClock.now
+        let run = try await runBinary(["demo"], environment: cleanEnvironment(directory))
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(ContinuousClock.now - started < .seconds(10))
+        for state in ["empty", "requestingDeviceCode", "receivedDeviceCode", "requestingAccessToken", "authorized"] {
+            #expect(run.stdout.contains(state), "missing \(state)")
+        }
+        #expect(run.stdout.contains("20× faster"))
+        for secret in ["mock_at_", "mock_rt_", "mock_dc_", "demo-secret-"] {
+            #expect(!run.stdout.contains(secret) && !run.stderr.contains(secret))
+        }
+    }
+
+    @Test("device login --json, then token, status and logout, against a loopback server")
+    func deviceLoginTokenLogout() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        try directory.writeCatalog([catalogEntry(id: "gh", base: server.baseURL)])
+        server.script("/device/code", [.deviceCode(user: "ABCD-EFGH", interval: 1)])
+        server.script("/token", [.oauthError("authorization_pending"), .token("at-binary-1", refresh: "rt-binary-1")])
+        server.script("/revoke", [.json("")])
+        let base = ["--config", directory.config.path, "--store", directory.store.path]
+        let environment = cleanEnvironment(directory)
+
+        let login = try await runBinary(base + ["login", "gh", "--json"], environment: environment)
+        #expect(login.status == 0, "\(login.stderr)")
+        let states = login.stdout.split(separator: "\n").map(record)
+        #expect(states.map { $0["state"] as? String } == ["requestingDeviceCode", "receivedDeviceCode", "authorized"])
+        #expect(states[1]["user_code"] as? String == "ABCD-EFGH")
+        #expect(states[1]["verification_uri_complete"] as? String == "https://example.com/device?user_code=ABCD-EFGH")
+        #expect(!login.stdout.contains("at-binary-1") && !login.stderr.contains("at-binary-1"))
+        #expect(server.requests("/token").map { $0.form["grant_type"] } == Array(repeating: "urn:ietf:params:oauth:grant-type:device_code", count: 2))
+        #expect(directory.storedKeys == ["gh"])
+
+        let token = try await runBinary(base + ["token", "gh"], environment: environment)
+        #expect(token.status == 0)
+        #expect(token.stdout == "at-binary-1\n")
+        #expect(server.requests("/token").count == 2)  // no request: the stored token is valid
+
+        let status = try await runBinary(base + ["status", "gh", "--json"], environment: environment)
+        #expect(status.status == 0)
+        #expect(record(status.stdout.trimmingCharacters(in: .newlines))["refreshable"] as? Bool == true)
+        #expect(!status.stdout.contains("at-binary-1"))
+
+        let logout = try await runBinary(base + ["logout", "gh"], environment: environment)
+        #expect(logout.status == 0, "\(logout.stderr)")
+        #expect(server.requests("/revoke").first?.form["token"] == "rt-binary-1")
+        #expect(!logout.stdout.contains("rt-binary-1"))
+        #expect(directory.storedKeys.isEmpty)
+        #expect(try await runBinary(base + ["token", "gh"], environment: environment).status == 77)
+    }
+
+    @Test("token refreshes an expired stored token, stores the new one, and prints only it")
+    func tokenRefreshesExpired() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        // Seed the store the way the library writes it: a device login two hours ago, for one hour.
+        let mock = MockProvider()
+        let clock = TestClock(start: Date().addingTimeInterval(-7200))
+        mock.script(.deviceAuthorization, [.deviceCode()])
+        mock.script(.token, [.token(access: "at-expired", expiresIn: 3600, refresh: "rt-seeded")])
+        let seeding = try await AuthFlow(providers: [mock.provider(id: "gh")], store: FileSecretStore(directory: directory.store),
+                                         transport: mock.transport(), options: clock.options())
+        _ = try await seeding.authorizeWithDeviceCode(provider: "gh")
+
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        try directory.writeCatalog([catalogEntry(id: "gh", base: server.baseURL)])
+        server.script("/token", [.token("at-fresh", refresh: "rt-rotated")])
+        let environment = cleanEnvironment(directory, ["AUTHFLOW_CONFIG": directory.config.path, "AUTHFLOW_STORE": directory.store.path])
+
+        let first = try await runBinary(["token", "gh"], environment: environment)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stdout == "at-fresh\n")
+        let sent = try #require(server.requests("/token").first)
+        #expect(sent.form["grant_type"] == "refresh_token")
+        #expect(sent.form["refresh_token"] == "rt-seeded")
+        #expect(sent.headers["content-type"] == "application/x-www-form-urlencoded")
+
+        let second = try await runBinary(["token", "gh", "--json"], environment: environment)
+        #expect(record(second.stdout.trimmingCharacters(in: .newlines))["access_token"] as? String == "at-fresh")
+        #expect(server.requests("/token").count == 1)
+    }
+
+    @Test("Ctrl-C during device polling exits 130 promptly and stores nothing")
+    func interrupt() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        try directory.writeCatalog([catalogEntry(id: "gh", base: server.baseURL)])
+        server.script("/device/code", [.deviceCode(interval: 1)])
+        server.script("/token", [.oauthError("authorization_pending")])
+        let running = try RunningBinary(["--config", directory.config.path, "--store", directory.store.path, "login", "gh", "--device"],
+                                        environment: cleanEnvironment(directory))
+        #expect(await running.waitForLine(containing: "enter the code") != nil)
+        try await Task.sleep(for: .milliseconds(1500))  // let it poll at least once
+        let interrupted = ContinuousClock.now
+        running.interrupt()
+        let status = await running.wait(timeout: .seconds(10))
+        #expect(status == 130, "\(running.stderr)")
+        #expect(ContinuousClock.now - interrupted < .seconds(3))
+        #expect(running.stderr.contains("interrupted"))
+        #expect(directory.storedKeys.isEmpty)
+        #expect(!server.requests("/token").isEmpty)
+    }
+
+    /// Starts `login gh --browser --json`, waits for the authorization URL, and returns the run,
+    /// the redirect URI the binary listens on, and the `state` it sent.
+    private func startBrowserLogin(_ directory: TemporaryDirectory, server: TestHTTPServer) async throws -> (RunningBinary, URL, String) {
+        try directory.writeCatalog([catalogEntry(id: "gh", base: server.baseURL, device: false, browser: true, redirectURI: "http://127.0.0.1/callback")])
+        let running = try RunningBinary(
+            ["--config", directory.config.path, "--store", directory.store.path, "login", "gh", "--browser", "--json", "--timeout", "20"],
+            environment: cleanEnvironment(directory))
+        let line = try #require(await running.waitForLine(containing: "authorization_url"), "no authorizing line: \(running.stderr)")
+        let object = record(line)
+        let authorizationURL = try #require((object["authorization_url"] as? String).flatMap(URL.init(string:)))
+        let redirect = try #require((object["redirect_uri"] as? String).flatMap(URL.init(string:)))
+        let state = try #require(URLComponents(url: authorizationURL, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "state" }?.value)
+        #expect(authorizationURL.absoluteString.hasPrefix("\(server.baseURL)/authorize?"))
+        return (running, redirect, state)
+    }
+
+    @Test("browser login: a stray request gets 404, the right callback completes the login")
+    func browserSuccess() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        server.script("/token", [.token("at-browser-bin", refresh: "rt-browser-bin")])
+        let (running, redirect, state) = try await startBrowserLogin(directory, server: server)
+        #expect(try await httpGET(URL(string: "http://127.0.0.1:\(redirect.port!)/favicon.ico")!).status == 404)
+        let answer = try await httpGET(URL(string: "\(redirect.absoluteString)?code=code-1&state=\(state)")!)
+        #expect(answer.status == 200)
+        #expect(await running.wait(timeout: .seconds(15)) == 0, "\(running.stderr)")
+        let exchange = try #require(server.requests("/token").first)
+        #expect(exchange.form["code"] == "code-1")
+        #expect(exchange.form["redirect_uri"] == redirect.absoluteString)
+        #expect(directory.storedKeys == ["gh"])
+        #expect(!running.stdout.contains("at-browser-bin"))
+    }
+
+    @Test("browser login: a wrong state gets an error page and exits 77 without an exchange")
+    func browserWrongState() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let (running, redirect, _) = try await startBrowserLogin(directory, server: server)
+        let answer = try await httpGET(URL(string: "\(redirect.absoluteString)?code=code-1&state=forged")!)
+        #expect(answer.status == 400)
+        #expect(answer.body.contains("stateMismatch"))
+        #expect(await running.wait(timeout: .seconds(15)) == 77)
+        #expect(server.requests("/token").isEmpty)
+        #expect(directory.storedKeys.isEmpty)
+    }
+
+    @Test("browser login: an error callback exits 77 and the page names the error")
+    func browserErrorCallback() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let (running, redirect, state) = try await startBrowserLogin(directory, server: server)
+        let answer = try await httpGET(URL(string: "\(redirect.absoluteString)?error=access_denied&state=\(state)")!)
+        #expect(answer.status == 400)
+        #expect(answer.body.contains("access_denied"))
+        #expect(await running.wait(timeout: .seconds(15)) == 77)
+        #expect(record(running.stdout.split(separator: "\n").last ?? "")["error"] as? String == "access_denied")
+        #expect(directory.storedKeys.isEmpty)
+    }
+}

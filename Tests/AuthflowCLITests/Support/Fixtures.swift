@@ -1,0 +1,60 @@
+import Foundation
+import OAuthFlow
+
+/// A private temporary directory, removed by ``remove()``.
+struct TemporaryDirectory: Sendable {
+    let url: URL
+
+    init() throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("authflow-tests-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    }
+
+    var store: URL { url.appendingPathComponent("store", isDirectory: true) }
+    var config: URL { url.appendingPathComponent("providers.json") }
+
+    /// Writes `providers` (JSON objects as text) as the catalog.
+    func writeCatalog(_ providers: [String]) throws {
+        try Data(("[\n" + providers.joined(separator: ",\n") + "\n]\n").utf8).write(to: config)
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: url) }
+
+    /// The store's entries (file names without `.json`).
+    var storedKeys: [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: store.path)) ?? [])
+            .filter { $0.hasSuffix(".json") }.map { String($0.dropLast(5)) }.sorted()
+    }
+}
+
+/// A catalog entry as JSON text.
+func catalogEntry(
+    id: String, base: String, device: Bool = true, browser: Bool = false, secret: String? = nil,
+    redirectURI: String? = nil, revocation: Bool = true, scopes: [String] = ["read"]
+) -> String {
+    var fields = [#""id": "\#(id)""#, #""clientID": "client-\#(id)""#, #""tokenURL": "\#(base)/token""#]
+    if device { fields.append(#""deviceAuthorizationURL": "\#(base)/device/code""#) }
+    if browser { fields.append(#""authorizationURL": "\#(base)/authorize""#) }
+    if let secret { fields.append(#""clientSecret": "\#(secret)""#) }
+    if let redirectURI { fields.append(#""redirectURI": "\#(redirectURI)""#) }
+    if revocation { fields.append(#""revocationURL": "\#(base)/revoke""#) }
+    fields.append(#""scopes": [\#(scopes.map { "\"\($0)\"" }.joined(separator: ", "))]"#)
+    return "{ " + fields.joined(separator: ", ") + " }"
+}
+
+/// An environment with nothing from the developer's: no display, no colour, no inherited config.
+func cleanEnvironment(_ directory: TemporaryDirectory, _ extra: [String: String] = [:]) -> [String: String] {
+    var environment = [
+        "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+        "HOME": directory.url.appendingPathComponent("home").path,
+        "NO_COLOR": "1",
+        "no_proxy": "127.0.0.1,localhost",
+    ]
+    environment.merge(extra) { _, new in new }
+    return environment
+}
+
+/// A JSON Lines record parsed into a dictionary.
+func record(_ line: some StringProtocol) -> [String: Any] {
+    (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]) ?? [:]
+}

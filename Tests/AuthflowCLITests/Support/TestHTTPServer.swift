@@ -1,0 +1,200 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// A scripted authorization server on 127.0.0.1 for tests that run the built `authflow` binary,
+/// which cannot reach an in-process `MockProvider`. Serves one request per connection on a thread
+/// of its own; each path answers its scripted replies in order, then repeats the last.
+final class TestHTTPServer: Sendable {
+    struct Reply: Sendable {
+        var status: Int
+        var body: String
+
+        static func json(_ body: String, status: Int = 200) -> Reply { Reply(status: status, body: body) }
+        static func oauthError(_ code: String, status: Int = 400) -> Reply { Reply(status: status, body: #"{"error":"\#(code)"}"#) }
+        static func token(_ access: String, expiresIn: Int = 3600, refresh: String? = nil, scope: String = "read") -> Reply {
+            let refreshPart = refresh.map { #","refresh_token":"\#($0)""# } ?? ""
+            return Reply(status: 200, body: #"{"access_token":"\#(access)","token_type":"Bearer","expires_in":\#(expiresIn),"scope":"\#(scope)"\#(refreshPart)}"#)
+        }
+        static func deviceCode(user: String = "ABCD-EFGH", interval: Int = 1, expiresIn: Int = 600, uri: String = "https://example.com/device") -> Reply {
+            Reply(status: 200, body: #"{"device_code":"test-device-code","user_code":"\#(user)","verification_uri":"\#(uri)","verification_uri_complete":"\#(uri)?user_code=\#(user)","expires_in":\#(expiresIn),"interval":\#(interval)}"#)
+        }
+    }
+
+    struct Request: Sendable {
+        var method: String
+        var path: String
+        var headers: [String: String]
+        var body: String
+
+        var form: [String: String] {
+            var fields: [String: String] = [:]
+            for pair in body.split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map {
+                    String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String($0)
+                }
+                if fields[parts[0]] == nil { fields[parts[0]] = parts.count > 1 ? parts[1] : "" }
+            }
+            return fields
+        }
+    }
+
+    private struct Inner {
+        var scripts: [String: [Reply]] = [:]
+        var last: [String: Reply] = [:]
+        var requests: [Request] = []
+    }
+    private let inner = Mutex(Inner())
+    private let listener: Int32
+    private let stopped = Mutex(false)
+    let port: UInt16
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = 0
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard bound == 0, listen(fd, 16) == 0 else {
+            close(fd)
+            throw POSIXError(.EADDRINUSE)
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        listener = fd
+        port = UInt16(bigEndian: addr.sin_port)
+        let thread = Thread { [self] in self.serve() }
+        thread.name = "TestHTTPServer"
+        thread.start()
+    }
+
+    deinit { close(listener) }
+
+    var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    func script(_ path: String, _ replies: [Reply]) {
+        inner.withLock { $0.scripts[path, default: []] += replies }
+    }
+
+    func requests(_ path: String? = nil) -> [Request] {
+        inner.withLock { $0.requests }.filter { path == nil || $0.path == path }
+    }
+
+    /// Stops accepting (the serving thread notices within 100 ms).
+    func stop() { stopped.withLock { $0 = true } }
+
+    private func serve() {
+        while !stopped.withLock({ $0 }) {
+            var ready = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+            guard poll(&ready, 1, 100) > 0 else { continue }
+            let client = accept(listener, nil, nil)
+            guard client >= 0 else { continue }
+            handle(client)
+            close(client)
+        }
+    }
+
+    private func handle(_ fd: Int32) {
+        var limit = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        var data = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var headEnd: Int?
+        var contentLength = 0
+        while data.count < 1 << 20 {
+            if let end = headEnd, data.count >= end + contentLength { break }
+            let count = recv(fd, &buffer, buffer.count, 0)
+            guard count > 0 else { return }
+            data += buffer[0..<count]
+            if headEnd == nil, let range = Self.find([13, 10, 13, 10], in: data) {
+                headEnd = range
+                let head = String(decoding: data[0..<range], as: UTF8.self)
+                for line in head.split(separator: "\r\n").dropFirst() {
+                    let parts = line.split(separator: ":", maxSplits: 1)
+                    if parts.count == 2, parts[0].lowercased() == "content-length" {
+                        contentLength = Int(parts[1].trimmingCharacters(in: .whitespaces)) ?? 0
+                    }
+                }
+            }
+        }
+        guard let end = headEnd else { return }
+        let head = String(decoding: data[0..<(end - 4)], as: UTF8.self)
+        let lines = head.split(separator: "\r\n").map(String.init)
+        let requestLine = lines.first?.split(separator: " ").map(String.init) ?? []
+        var headers: [String: String] = [:]
+        for line in lines.dropFirst() {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            if parts.count == 2 { headers[parts[0].lowercased()] = parts[1].trimmingCharacters(in: .whitespaces) }
+        }
+        let path = requestLine.count > 1 ? String(requestLine[1].split(separator: "?")[0]) : "/"
+        let request = Request(method: requestLine.first ?? "", path: path, headers: headers,
+                              body: String(decoding: data[end..<min(data.count, end + contentLength)], as: UTF8.self))
+        let reply = inner.withLock { inner -> Reply in
+            inner.requests.append(request)
+            if var queue = inner.scripts[path], !queue.isEmpty {
+                let next = queue.removeFirst()
+                inner.scripts[path] = queue
+                inner.last[path] = next
+                return next
+            }
+            return inner.last[path] ?? Reply(status: 404, body: #"{"error":"not_found"}"#)
+        }
+        let body = Array(reply.body.utf8)
+        let response = "HTTP/1.1 \(reply.status) X\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
+        let bytes = Array(response.utf8) + body
+        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    static func find(_ needle: [UInt8], in data: [UInt8]) -> Int? {
+        guard data.count >= needle.count else { return nil }
+        for index in 0...(data.count - needle.count) where Array(data[index..<(index + needle.count)]) == needle {
+            return index + needle.count
+        }
+        return nil
+    }
+}
+
+/// A raw HTTP/1.1 GET to a loopback URL (no URLSession: no proxy settings, no connection reuse).
+func rawGET(_ url: URL, timeout: Int = 5) throws -> (status: Int, body: String) {
+    guard let port = url.port, let host = url.host else { throw POSIXError(.EINVAL) }
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw POSIXError(.EIO) }
+    defer { close(fd) }
+    var limit = timeval(tv_sec: timeout, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = UInt16(port).bigEndian
+    addr.sin_addr.s_addr = inet_addr(host == "localhost" ? "127.0.0.1" : host)
+    let connected = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+    let target = url.path + (url.query.map { "?\($0)" } ?? "")
+    let request = Array("GET \(target.isEmpty ? "/" : target) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n\r\n".utf8)
+    _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    var data = [UInt8]()
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let count = recv(fd, &buffer, buffer.count, 0)
+        guard count > 0 else { break }
+        data += buffer[0..<count]
+    }
+    let text = String(decoding: data, as: UTF8.self)
+    let status = Int(text.split(separator: " ").dropFirst().first ?? "") ?? 0
+    let body = text.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
+    return (status, body)
+}
+
+/// ``rawGET(_:timeout:)`` on a thread of its own, so a blocking socket never holds one of the few
+/// threads that run tasks (on a 2-core machine that would starve the receiver under test).
+func httpGET(_ url: URL, timeout: Int = 5) async throws -> (status: Int, body: String) {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread {
+            continuation.resume(with: Result { try rawGET(url, timeout: timeout) })
+        }
+        thread.start()
+    }
+}
