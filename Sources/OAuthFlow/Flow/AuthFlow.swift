@@ -465,7 +465,7 @@ public actor AuthFlow {
     private func renew(_ provider: Provider, force: Bool, previous: TokenSet?) async throws(OAuthError) -> TokenSet {
         let stored: TokenSet?
         do { stored = try await loadStored(provider.id) } catch { throw fail(provider.id, error) }
-        if let stored, !force || stored.issuedAt != previous?.issuedAt, isFresh(stored), !stored.needsReauthorization {
+        if let stored, !force || renewedElsewhere(stored, since: previous), isFresh(stored), !stored.needsReauthorization {
             tokens[provider.id] = stored
             logger.info(provider.id, "using the token another process stored")
             return stored
@@ -501,6 +501,12 @@ public actor AuthFlow {
         } catch {
             throw fail(provider.id, error)
         }
+    }
+
+    /// True when the stored set is not the one this flow last saw: another process renewed it.
+    private func renewedElsewhere(_ stored: TokenSet, since previous: TokenSet?) -> Bool {
+        guard let previous else { return true }
+        return !stored.accessToken.constantTimeEquals(previous.accessToken)
     }
 
     private func storeAndPublish(_ set: TokenSet) async throws(OAuthError) -> TokenSet {
