@@ -8,7 +8,8 @@ import Testing
 @Test("refresh(provider:) posts a refresh even while the access token is valid (RFC 6749 §6)")
 func forcedRefreshOfValidToken() async throws {
     let mock = MockProvider()
-    let clock = TestClock(start: Date(timeIntervalSince1970: 1_800_000_000.123_456_789))
+    // A start whose Date → seconds-since-1970 → Date round trip is lossy (as most real dates are).
+    let clock = TestClock(start: Date(timeIntervalSinceReferenceDate: 800_000_000.000_246_914))
     mock.script(.deviceAuthorization, [.deviceCode(interval: 1)])
     mock.script(.token, [.token(access: "at-1", refresh: "rt-1"), .token(access: "at-2", refresh: "rt-2")])
     let store = MemorySecretStore()
