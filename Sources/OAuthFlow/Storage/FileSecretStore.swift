@@ -267,8 +267,8 @@ public final class FileSecretStore: SecretStore {
     /// The lock is released when `body` returns or throws. It is advisory: it excludes only
     /// processes that take the same lock (every ``FileSecretStore``, and `flock(1)`).
     /// - Throws: ``OAuthError`` `.timedOut` naming the key when another process holds the lock past
-    ///   ``lockTimeout`` (retry later, or look for a stuck process with `fuser`); `.cancelled` when the
-    ///   task is cancelled while waiting; `.configuration` for an invalid key; `.storage` when the
+    ///   ``lockTimeout`` (retry later, or find the holder with `lslocks`); `.cancelled` when the
+    ///   task is cancelled before it holds the lock (`body` does not run then); `.configuration` for an invalid key; `.storage` when the
     ///   lock file cannot be opened; otherwise what `body` throws.
     public func withExclusiveAccess<T: Sendable>(
         to key: String, _ body: @Sendable () async throws(OAuthError) -> T
@@ -286,7 +286,8 @@ public final class FileSecretStore: SecretStore {
     /// Opens `<key>.lock` and takes an exclusive flock on it; the caller closes the descriptor.
     private func lockFile(_ key: String) async throws(OAuthError) -> Int32 {
         let file = "\(path)/\(key).lock"
-        let fd = openat(directoryFD, "\(key).lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0o600)
+        // Read-only is enough for flock(2), and opens a lock file whatever its write bits.
+        let fd = openat(directoryFD, "\(key).lock", O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0o600)
         guard fd >= 0 else {
             let code = errno
             if code == ELOOP { throw Self.failure(key, "refusing the lock file \"\(file)\": it is a symbolic link; delete it") }
@@ -299,11 +300,18 @@ public final class FileSecretStore: SecretStore {
         guard info.st_mode & S_IFMT == S_IFREG else {
             throw Self.failure(key, "refusing the lock file \"\(file)\": it is not a regular file; delete it")
         }
+        if info.st_uid == geteuid(), info.st_mode & 0o777 != 0o600 {
+            fchmod(fd, 0o600)  // a narrow umask or flock(1) may have created it otherwise; it holds no data
+        }
 
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: lockTimeout)
         var step = Duration.milliseconds(5)
         while true {
+            // A task cancelled while queued behind other tasks stops here, before the body runs.
+            guard !Task.isCancelled else {
+                throw OAuthError(.cancelled, providerID: key, message: "cancelled while waiting for the lock on \"\(file)\"")
+            }
             if flock(fd, LOCK_EX | LOCK_NB) == 0 {
                 locked = true
                 return fd
