@@ -49,7 +49,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["OAuthFlow", "OAuthFlowTesting"],
-            exclude: ["Server"],
+            exclude: ["Server", "README.md"],
             swiftSettings: strictSettings
         ),
     ]

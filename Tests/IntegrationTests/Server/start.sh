@@ -47,6 +47,8 @@ port_free() {
     "$PY" - "$PORT" <<'PY'
 import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+# Like the server itself: a port in TIME_WAIT is free, an active listener is not.
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 try:
     s.bind(("127.0.0.1", int(sys.argv[1])))
 except OSError:

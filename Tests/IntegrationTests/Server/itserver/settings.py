@@ -76,7 +76,13 @@ DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": IT_HOME / "db.sqlite3",
-        "OPTIONS": {"timeout": 20},
+        # Concurrent test clients hit a multi-threaded server: WAL + IMMEDIATE transactions
+        # avoid "database is locked" on read->write lock upgrades.
+        "OPTIONS": {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
     }
 }
 

@@ -12,6 +12,10 @@ def instance(request):
     return HttpResponse(os.environ.get("OAUTHFLOW_IT_INSTANCE", "") + "\n", content_type="text/plain")
 
 
+def index(request):
+    return HttpResponse("OAuthFlow integration-test authorization server; issuer /o\n", content_type="text/plain")
+
+
 def profile(request):
     # Landing page after a login without `next`; lets a browser check its session.
     user = request.user.get_username() if request.user.is_authenticated else ""
@@ -19,6 +23,7 @@ def profile(request):
 
 
 urlpatterns = [
+    path("", index),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/profile/", profile, name="profile"),

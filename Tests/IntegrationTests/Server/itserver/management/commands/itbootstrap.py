@@ -20,6 +20,7 @@ APPLICATIONS = [
         "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
         "client_secret": "",
         "redirect_uris": "http://127.0.0.1:8911/callback http://127.0.0.1/callback",
+        "post_logout_redirect_uris": "http://127.0.0.1:8911/logged-out",
         "algorithm": Application.RS256_ALGORITHM,
         "skip_authorization": False,
     },
@@ -50,6 +51,7 @@ APPLICATIONS = [
         "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
         "client_secret": "it-web-secret-1",
         "redirect_uris": "http://127.0.0.1:8912/callback",
+        "post_logout_redirect_uris": "http://127.0.0.1:8912/logged-out",
         "algorithm": Application.RS256_ALGORITHM,
         "skip_authorization": False,
     },
@@ -84,7 +86,7 @@ class Command(BaseCommand):
             app.user = user
             # Stored hashed (DOT default); the plaintext fixed secret authenticates via check_password.
             app.hash_client_secret = True
-            app.post_logout_redirect_uris = ""
+            app.post_logout_redirect_uris = spec.get("post_logout_redirect_uris", "")
             app.full_clean(validate_unique=False)
             app.save()
             self.stdout.write(f"application {spec['client_id']} ready")
