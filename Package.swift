@@ -32,7 +32,7 @@ let package = Package(
         .testTarget(
             name: "AuthflowCLITests",
             // "authflow" is listed so that `swift test` builds the binary the Process tests run.
-            dependencies: ["AuthflowCLI", "authflow", "OAuthFlow", "OAuthFlowTesting"],
+            dependencies: ["AuthflowCLI", "authflow", "BinaryTestSupport", "OAuthFlow", "OAuthFlowTesting"],
             swiftSettings: strictSettings
         ),
         .executableTarget(
@@ -46,9 +46,12 @@ let package = Package(
             dependencies: ["OAuthFlow", "OAuthFlowTesting"],
             swiftSettings: strictSettings
         ),
+        // Test-only: runs the built `authflow` binary for the CLI and integration suites. Not a product.
+        .target(name: "BinaryTestSupport", path: "Tests/BinaryTestSupport", swiftSettings: strictSettings),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["OAuthFlow", "OAuthFlowTesting"],
+            // "authflow" is listed so that `swift test` builds the binary the CLI integration test runs.
+            dependencies: ["OAuthFlow", "OAuthFlowTesting", "authflow", "BinaryTestSupport"],
             exclude: ["Server", "README.md"],
             swiftSettings: strictSettings
         ),

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Glibc
 import Synchronization
 
@@ -8,8 +8,9 @@ import Synchronization
 /// (`<scratch>/debug/`), and the test target depends on `authflow`, so `swift test` builds it
 /// first. The directory comes from `/proc/self/exe` (the running test bundle), then
 /// `Bundle.main`, then `<package>/.build/debug`; `AUTHFLOW_BINARY` overrides all of them.
-enum Binary {
-    static let url: URL? = {
+public enum Binary {
+    /// The executable, or nil when none was found.
+    public static let url: URL? = {
         let environment = ProcessInfo.processInfo.environment
         if let path = environment["AUTHFLOW_BINARY"], !path.isEmpty { return URL(fileURLWithPath: path) }
         var directories: [URL] = []
@@ -19,7 +20,7 @@ enum Binary {
         directories.append(Bundle.main.bundleURL)
         directories.append(Bundle.main.bundleURL.deletingLastPathComponent())
         let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         directories.append(packageRoot.appendingPathComponent(".build/debug"))
         for directory in directories {
             let candidate = directory.appendingPathComponent("authflow")
@@ -30,14 +31,14 @@ enum Binary {
 }
 
 /// One run of the binary: its output is read on threads as it comes, so tests can wait for a line.
-final class RunningBinary: Sendable {
+public final class RunningBinary: Sendable {
     private let process: Process
     private let out = Mutex([UInt8]())
     private let err = Mutex([UInt8]())
     private let done = Mutex(0)
 
     /// Starts `authflow arguments` with exactly `environment` (nothing inherited) and stdin closed.
-    init(_ arguments: [String], environment: [String: String]) throws {
+    public init(_ arguments: [String], environment: [String: String]) throws {
         guard let url = Binary.url else { throw POSIXError(.ENOENT) }
         process = Process()
         process.executableURL = url
@@ -69,12 +70,15 @@ final class RunningBinary: Sendable {
         if stdout { out.withLock { $0 += bytes } } else { err.withLock { $0 += bytes } }
     }
 
-    var stdout: String { String(decoding: out.withLock { $0 }, as: UTF8.self) }
-    var stderr: String { String(decoding: err.withLock { $0 }, as: UTF8.self) }
-    var pid: Int32 { process.processIdentifier }
+    /// Everything read from stdout so far.
+    public var stdout: String { String(decoding: out.withLock { $0 }, as: UTF8.self) }
+    /// Everything read from stderr so far.
+    public var stderr: String { String(decoding: err.withLock { $0 }, as: UTF8.self) }
+    /// The process id.
+    public var pid: Int32 { process.processIdentifier }
 
     /// Waits until stdout has a line containing `text`; nil after `timeout`.
-    func waitForLine(containing text: String, timeout: Duration = .seconds(10)) async -> String? {
+    public func waitForLine(containing text: String, timeout: Duration = .seconds(10)) async -> String? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let line = stdout.split(separator: "\n").first(where: { $0.contains(text) }) { return String(line) }
@@ -84,10 +88,10 @@ final class RunningBinary: Sendable {
     }
 
     /// Sends SIGINT, as Ctrl-C does.
-    func interrupt() { kill(process.processIdentifier, SIGINT) }
+    public func interrupt() { kill(process.processIdentifier, SIGINT) }
 
     /// Waits for the exit (killing the process after `timeout`) and for its output to be read.
-    func wait(timeout: Duration = .seconds(30)) async -> Int32 {
+    public func wait(timeout: Duration = .seconds(30)) async -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
         if process.isRunning {
@@ -103,7 +107,7 @@ final class RunningBinary: Sendable {
 }
 
 /// Runs the binary to completion.
-func runBinary(_ arguments: [String], environment: [String: String], timeout: Duration = .seconds(30)) async throws
+public func runBinary(_ arguments: [String], environment: [String: String], timeout: Duration = .seconds(30)) async throws
     -> (status: Int32, stdout: String, stderr: String)
 {
     let running = try RunningBinary(arguments, environment: environment)
