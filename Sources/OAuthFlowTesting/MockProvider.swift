@@ -263,8 +263,12 @@ public final class MockURLProtocol: URLProtocol {
         return routes.withLock { $0[host] }
     }
 
-    /// Handles requests to registered mock hosts only.
-    public override class func canInit(with request: URLRequest) -> Bool { route(for: request.url?.host) != nil }
+    /// Handles requests to registered mock hosts, and to any other `.test` host (RFC 6761: it never
+    /// resolves) by failing with `cannotFindHost`, so a stale mock URL never reaches real DNS.
+    public override class func canInit(with request: URLRequest) -> Bool {
+        guard let host = request.url?.host?.lowercased() else { return false }
+        return route(for: host) != nil || host.hasSuffix(".test")
+    }
     /// Returns the request unchanged.
     public override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
 

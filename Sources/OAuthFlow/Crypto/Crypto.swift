@@ -63,8 +63,9 @@ enum Base64URL {
     }
 
     static func decode(_ string: String) -> [UInt8]? {
+        // Only the URL alphabet, unpadded (RFC 4648 §5, RFC 7515 §2): "+", "/" and "=" are refused.
+        guard !string.contains(where: { $0 == "+" || $0 == "/" || $0 == "=" }) else { return nil }
         var base64 = string.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        guard !base64.contains("=") else { return nil }
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
         return Data(base64Encoded: base64).map(Array.init)
     }

@@ -33,6 +33,18 @@ public struct AuthorizationRequest: Sendable, Codable, CustomStringConvertible {
     }
 }
 
+extension AuthorizationRequest: CustomDebugStringConvertible, CustomReflectable {
+    /// Same as ``description``.
+    public var debugDescription: String { description }
+    /// The fields without ``url``, whose query carries `state` and `nonce`; the secrets show as `<redacted>`.
+    public var customMirror: Mirror {
+        Mirror(self, children: [
+            "providerID": providerID, "state": state, "codeVerifier": codeVerifier as Any, "nonce": nonce as Any,
+            "redirectURI": redirectURI, "scopes": scopes, "expiresAt": expiresAt,
+        ], displayStyle: .struct)
+    }
+}
+
 /// The authorization code grant with PKCE (RFC 6749 §4.1, RFC 7636).
 enum AuthorizationCodeGrant {
     static func makeRequest(

@@ -59,6 +59,51 @@ public struct HTTPResponse: Sendable, Hashable {
     }
 }
 
+extension HTTPRequest: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// Method, URL without its query, header names and body size: never a header value or the body,
+    /// which hold client credentials and tokens.
+    public var description: String {
+        "HTTPRequest(\(method) \(url.redactedForLog), headers: [\(headers.map(\.name).joined(separator: ", "))], "
+            + "body: \(body.map { "\($0.count) bytes" } ?? "none"))"
+    }
+    /// Same as ``description``.
+    public var debugDescription: String { description }
+    /// The same shape as ``description``.
+    public var customMirror: Mirror {
+        Mirror(self, children: [
+            "method": method, "url": url.redactedForLog, "headers": headers.map(\.name), "bodySize": body?.count as Any,
+        ], displayStyle: .struct)
+    }
+}
+
+extension HTTPResponse: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// Status, media type, header names and body size: never a header value or the body, which holds tokens.
+    public var description: String {
+        "HTTPResponse(status: \(status), \(mediaType ?? "no media type"), headers: [\(headers.keys.sorted().joined(separator: ", "))], "
+            + "body: \(body.count) bytes)"
+    }
+    /// Same as ``description``.
+    public var debugDescription: String { description }
+    /// The same shape as ``description``.
+    public var customMirror: Mirror {
+        Mirror(self, children: [
+            "status": status, "mediaType": mediaType as Any, "headers": headers.keys.sorted(), "bodySize": body.count,
+        ], displayStyle: .struct)
+    }
+}
+
+extension URL {
+    /// `scheme://host[:port]/path`, with `?…` in place of any query: safe for logs and messages.
+    var redactedForLog: String {
+        guard let components = URLComponents(url: self, resolvingAgainstBaseURL: false), let host = components.host else {
+            return "<url>"
+        }
+        let port = components.port.map { ":\($0)" } ?? ""
+        let query = components.percentEncodedQuery == nil ? "" : "?…"
+        return "\(components.scheme ?? "?")://\(host)\(port)\(components.percentEncodedPath)\(query)"
+    }
+}
+
 /// The seam through which every request leaves OAuthFlow.
 ///
 /// The default is ``URLSessionTransport``. Implement it to route through your own HTTP client,

@@ -121,8 +121,33 @@ public final class URLSessionTransport: HTTPTransport {
             if exceeded { dataTask.cancel() }
         }
 
+        /// OAuthFlow authenticates in the request itself and never answers a server's challenge.
+        ///
+        /// swift-corelibs-foundation raises one after the whole body of a `401` with `WWW-Authenticate`
+        /// (RFC 6749 §5.2 `invalid_client`) arrived, and waits forever for a credential when given none;
+        /// answer with that 401 instead. Darwin asks before the response, so it keeps the default.
+        func urlSession(
+            _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+            completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+        ) {
+            let entry = pending.withLock { all -> Pending? in
+                guard all[task.taskIdentifier]?.response != nil else { return nil }
+                return all.removeValue(forKey: task.taskIdentifier)
+            }
+            guard let entry else {
+                completionHandler(.performDefaultHandling, nil)
+                return
+            }
+            finish(entry, task: task, error: nil)
+            completionHandler(.cancelAuthenticationChallenge, nil)
+        }
+
         func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
             guard let entry = pending.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
+            finish(entry, task: task, error: error)
+        }
+
+        private func finish(_ entry: Pending, task: URLSessionTask, error: (any Error)?) {
             if entry.tooLarge {
                 entry.continuation.resume(throwing: OAuthError(
                     .invalidResponse, httpStatus: entry.response?.statusCode,

@@ -161,9 +161,9 @@ extension Provider {
         }
     }
 
-    /// Parameters the flow sets itself; a catalog may not override them.
+    /// Parameters the flow sets itself; a catalog may not override them (`scope` comes from `scopes`).
     static let reservedAuthorizationParameters: Set<String> = [
-        "response_type", "client_id", "redirect_uri", "state", "code_challenge", "code_challenge_method", "nonce",
+        "response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method", "nonce",
     ]
 
     static func isValidID(_ id: String) -> Bool {

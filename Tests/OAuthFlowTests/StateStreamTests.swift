@@ -1,0 +1,214 @@
+import Foundation
+@testable import OAuthFlow
+import OAuthFlowTesting
+import Testing
+
+@Suite("State stream and stored authorizations", .timeLimit(.minutes(1)))
+struct StateStreamTests {
+    let mock = MockProvider()
+    let clock = TestClock()
+    let store = MemorySecretStore()
+    let log = LogCollector()
+
+    func flow(_ ids: String...) async throws -> AuthFlow {
+        try await AuthFlow(
+            providers: ids.map { mock.provider(id: $0, clientSecret: "s-\($0)") }, store: store, transport: mock.transport(),
+            options: options(clock, log: log))
+    }
+
+    // MARK: Subscribers
+
+    @Test("a new subscriber first gets the current state")
+    func startsWithCurrent() async throws {
+        mock.script(.token, [.token(access: "at-1")])
+        let flow = try await flow("svc")
+        let authorization = try await flow.clientCredentials(provider: "svc")
+        let seen = await collected(recordStates(flow, count: 1, limit: 1))
+        #expect(seen == [[.authorized(provider: "svc", authorization)]])
+        #expect(flow.state == .authorized(provider: "svc", authorization))
+    }
+
+    @Test("any number of subscribers each see every transition in order")
+    func manySubscribers() async throws {
+        mock.script(.token, [.token(access: "at-1"), .oauthError("invalid_client", status: 401)])
+        let flow = try await flow("a", "b")
+        let recorders = recordStates(flow, count: 25, limit: 5) { _ in false }
+        let authorization = try await flow.clientCredentials(provider: "a")
+        let error = try #require(await #expect(throws: OAuthError.self) { try await flow.clientCredentials(provider: "b") })
+        let expected: [State] = [
+            .empty, .requestingAccessToken(provider: "a"), .authorized(provider: "a", authorization),
+            .requestingAccessToken(provider: "b"), .error(provider: "b", error),
+        ]
+        let all = await collected(recorders)
+        #expect(all.count == 25)
+        for seen in all { #expect(seen == expected) }
+    }
+
+    @Test("a subscriber that never reads does not stall the flow and still gets everything")
+    func idleSubscriber() async throws {
+        mock.script(.token, [.token(access: "at-1"), .token(access: "at-2")])
+        let flow = try await flow("a")
+        let idle = flow.states
+        let first = try await flow.clientCredentials(provider: "a")
+        let second = try await flow.clientCredentials(provider: "a")
+        try await flow.clear(provider: "a")
+        var seen: [State] = []
+        for await state in idle {
+            seen.append(state)
+            if seen.count == 6 { break }
+        }
+        #expect(seen == [
+            .empty, .requestingAccessToken(provider: "a"), .authorized(provider: "a", first), .requestingAccessToken(provider: "a"),
+            .authorized(provider: "a", second), .empty,
+        ])
+    }
+
+    @Test("a cancelled or dropped subscriber is removed")
+    func cancelledSubscriberRemoved() async throws {
+        let broadcaster = StateBroadcaster()
+        let kept = broadcaster.subscribe()
+        let cancelled = broadcaster.subscribe()
+        #expect(broadcaster.subscriberCount == 2)
+
+        let listener = Task { for await _ in cancelled {} }
+        listener.cancel()
+        await listener.value
+        #expect(broadcaster.subscriberCount == 1)
+
+        do { _ = broadcaster.subscribe() }  // dropped without iterating
+        #expect(broadcaster.subscriberCount == 1)
+
+        broadcaster.publish(.requestingAccessToken(provider: "x"))
+        var iterator = kept.makeAsyncIterator()
+        #expect(await iterator.next() == .empty)
+        #expect(await iterator.next() == .requestingAccessToken(provider: "x"))
+    }
+
+    @Test("after one subscriber is cancelled the flow goes on and the others see every state")
+    func othersContinue() async throws {
+        mock.script(.token, [.token(access: "at-1")])
+        let flow = try await flow("svc")
+        let gone = recordStates(flow, count: 1)[0]
+        let staying = recordStates(flow)
+        gone.cancel()
+        let goneSaw = await gone.value
+        let authorization = try await flow.clientCredentials(provider: "svc")
+        #expect(goneSaw.count <= 1, "a cancelled subscriber stops receiving")
+        let expected: [State] = [.empty, .requestingAccessToken(provider: "svc"), .authorized(provider: "svc", authorization)]
+        for seen in await collected(staying) { #expect(seen == expected) }
+    }
+
+    @Test("every stream finishes when the flow goes away")
+    func streamsFinishWithFlow() async throws {
+        var flow: AuthFlow? = try await flow("svc")
+        let stream = try #require(flow?.states)
+        flow = nil
+        var count = 0
+        for await _ in stream {
+            count += 1
+            if count > 10 { break }
+        }
+        #expect(count == 1, "the current state, then the end of the stream")
+    }
+
+    // MARK: Restore, clear
+
+    /// Stores client-credentials tokens for `ids` through a first flow, as a previous run would.
+    func previousRun(_ ids: String...) async throws -> [String: Authorization] {
+        let first = try await AuthFlow(
+            providers: ids.map { mock.provider(id: $0, clientSecret: "s-\($0)") }, store: store, transport: mock.transport(),
+            options: options(clock))
+        var result: [String: Authorization] = [:]
+        for id in ids {
+            mock.script(.token, [.token(access: "at-\(id)", expiresIn: 3600, scope: "read")])
+            result[id] = try await first.clientCredentials(provider: id)
+        }
+        mock.clearRequests()
+        return result
+    }
+
+    @Test("at start the flow restores stored authorizations and publishes .authorized")
+    func restore() async throws {
+        let stored = try await previousRun("alpha", "gamma")
+        let flow = try await flow("alpha", "gamma")
+        #expect(await flow.authorizations == stored)
+        #expect(flow.state == .authorized(provider: "gamma", try #require(stored["gamma"])), "the last one restored is current")
+        #expect(try await flow.accessToken(for: "alpha").reveal() == "at-alpha")
+        #expect(try await flow.accessToken(for: "gamma").reveal() == "at-gamma")
+        #expect(mock.requests().isEmpty, "restored tokens are used without a request")
+    }
+
+    @Test("a corrupted entry is published as .error(.storage), left untouched, and the others still restore")
+    func corruptedEntry() async throws {
+        let stored = try await previousRun("alpha", "beta")
+        let garbage = Data("{\"version\":1,\"tokens\":{\"providerID\":".utf8)
+        try await store.save(garbage, for: "zeta")
+        let flow = try await flow("alpha", "beta", "zeta")
+
+        guard case .error(let provider, let error) = flow.state else {
+            Issue.record("expected .error for zeta, got \(flow.state)")
+            return
+        }
+        #expect(provider == "zeta")
+        #expect(error.code == .storage)
+        #expect(error.providerID == "zeta")
+        #expect(error.message?.contains("zeta") == true)
+        #expect(await flow.authorizations == stored)
+        #expect(try await store.load("zeta") == garbage)
+        #expect(log.all.contains { $0.level == .warning && $0.providerID == "zeta" })
+        let later = await #expect(throws: OAuthError.self) { try await flow.accessToken(for: "zeta") }
+        #expect(later?.code == .storage)
+        #expect(try await store.load("zeta") == garbage)
+        #expect(try await flow.accessToken(for: "alpha").reveal() == "at-alpha")
+    }
+
+    @Test("an entry stored under another provider's key is refused as .storage")
+    func misfiledEntry() async throws {
+        _ = try await previousRun("alpha")
+        try await store.save(try #require(await store.load("alpha")), for: "omega")
+        let flow = try await flow("alpha", "omega")
+        #expect(flow.state.name == "error")
+        #expect(flow.state.providerID == "omega")
+        #expect(await flow.authorization(for: "omega") == nil)
+        #expect(await flow.authorization(for: "alpha") != nil)
+    }
+
+    @Test("entries of providers not configured are ignored and kept")
+    func unknownEntries() async throws {
+        _ = try await previousRun("alpha", "other")
+        let flow = try await flow("alpha")
+        #expect(await flow.authorizations.keys.sorted() == ["alpha"])
+        try await flow.clear()
+        #expect(try await store.keys() == ["other"])
+    }
+
+    @Test("clear(provider:) forgets one provider, removes it from the store and publishes .empty")
+    func clearOne() async throws {
+        _ = try await previousRun("alpha", "beta")
+        let flow = try await flow("alpha", "beta")
+        let recorders = recordStates(flow, count: 2, limit: 2)
+        try await flow.clear(provider: "alpha")
+        for seen in await collected(recorders) { #expect(seen.last == .empty) }
+        #expect(try await store.load("alpha") == nil)
+        #expect(try await store.load("beta") != nil)
+        #expect(await flow.authorization(for: "alpha") == nil)
+        #expect(await flow.authorization(for: "beta") != nil)
+        let error = await #expect(throws: OAuthError.self) { try await flow.accessToken(for: "alpha") }
+        #expect(error?.code == .reauthorizationRequired)
+        #expect(mock.requests().isEmpty)
+    }
+
+    @Test("clear() forgets every provider, empties the store and publishes .empty")
+    func clearAll() async throws {
+        _ = try await previousRun("alpha", "beta")
+        let flow = try await flow("alpha", "beta")
+        let recorders = recordStates(flow, count: 2, limit: 2)
+        try await flow.clear()
+        for seen in await collected(recorders) { #expect(seen.last == .empty) }
+        #expect(try await store.keys().isEmpty)
+        #expect(await flow.authorizations.isEmpty)
+        let restarted = try await self.flow("alpha", "beta")
+        #expect(restarted.state == .empty)
+        #expect(await restarted.authorizations.isEmpty)
+    }
+}
