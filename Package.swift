@@ -32,7 +32,7 @@ let package = Package(
         .testTarget(
             name: "AuthflowCLITests",
             // "authflow" is listed so that `swift test` builds the binary the Process tests run.
-            dependencies: ["AuthflowCLI", "authflow", "BinaryTestSupport", "OAuthFlow", "OAuthFlowTesting"],
+            dependencies: ["AuthflowCLI", "authflow", "TestSupport", "OAuthFlow", "OAuthFlowTesting"],
             swiftSettings: strictSettings
         ),
         .executableTarget(
@@ -43,15 +43,15 @@ let package = Package(
         ),
         .testTarget(
             name: "OAuthFlowTests",
-            dependencies: ["OAuthFlow", "OAuthFlowTesting"],
+            dependencies: ["OAuthFlow", "OAuthFlowTesting", "TestSupport"],
             swiftSettings: strictSettings
         ),
-        // Test-only: runs the built `authflow` binary for the CLI and integration suites. Not a product.
-        .target(name: "BinaryTestSupport", path: "Tests/BinaryTestSupport", swiftSettings: strictSettings),
+        // Test-only: runs the built `authflow` binary and a scripted loopback HTTP server. Not a product.
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strictSettings),
         .testTarget(
             name: "IntegrationTests",
             // "authflow" is listed so that `swift test` builds the binary the CLI integration test runs.
-            dependencies: ["OAuthFlow", "OAuthFlowTesting", "authflow", "BinaryTestSupport"],
+            dependencies: ["OAuthFlow", "OAuthFlowTesting", "authflow", "TestSupport"],
             exclude: ["Server", "README.md"],
             swiftSettings: strictSettings
         ),

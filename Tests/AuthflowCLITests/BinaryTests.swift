@@ -1,11 +1,11 @@
-import BinaryTestSupport
+import TestSupport
 import Foundation
 import Glibc
 import OAuthFlow
 import OAuthFlowTesting
 import Testing
 
-/// The built `authflow` binary, run as a process (see `Tests/BinaryTestSupport/Binary.swift` for how it is found).
+/// The built `authflow` binary, run as a process (see `Tests/TestSupport/Binary.swift` for how it is found).
 ///
 /// Commands that need a provider talk to `TestHTTPServer`, a scripted authorization server on
 /// 127.0.0.1 inside the test process: the binary cannot reach an in-process `MockProvider`. The

@@ -4,6 +4,7 @@ import Glibc
 import OAuthFlow
 import OAuthFlowTesting
 import Synchronization
+import TestSupport
 import Testing
 
 /// `LoopbackReceiver` (RFC 8252 §7.3) with scripted HTTP requests over real loopback sockets.

@@ -1,4 +1,4 @@
-import BinaryTestSupport
+import TestSupport
 import Foundation
 import OAuthFlow
 import Testing

@@ -67,8 +67,16 @@ struct ClientCredentialsTests {
     @Test("a public client is refused with .configuration and sends nothing (RFC 6749 §4.4)")
     func publicRefused() async throws {
         let flow = try await flow(mock.provider(id: "public"))
+        let states = flow.states
         let error = await #expect(throws: OAuthError.self) { try await flow.clientCredentials(provider: "public") }
         #expect(error?.code == .configuration)
+        // Refused before anything is published as in flight.
+        var seen: [AuthFlow.State] = []
+        for await state in states {
+            seen.append(state)
+            if seen.count == 2 { break }
+        }
+        #expect(seen.map(\.name) == ["empty", "error"])
         #expect(error?.recovery == .fixConfiguration)
         #expect(mock.requests().isEmpty)
         #expect(await flow.authorization(for: "public") == nil)

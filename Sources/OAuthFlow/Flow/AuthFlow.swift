@@ -279,6 +279,7 @@ public actor AuthFlow {
     /// Completes a browser login against a request you kept yourself (for example in a web session).
     ///
     /// The same checks as ``completeAuthorization(callbackURL:)``, with `request` as the only candidate.
+    /// Remove `request` from your session before calling: single use across instances is the session's job.
     /// - Throws: the same as ``completeAuthorization(callbackURL:)``.
     public func completeAuthorization(callbackURL: URL, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
         let response = try AuthorizationResponse(callbackURL: callbackURL)
@@ -391,6 +392,7 @@ public actor AuthFlow {
     }
 
     private func fetchClientCredentials(_ provider: Provider, scopes: [String]) async throws(OAuthError) -> TokenSet {
+        do { try ClientCredentialsGrant.checkAllowed(for: provider) } catch { throw fail(provider.id, error) }
         publish(.requestingAccessToken(provider: provider.id))
         do {
             let token = try await ClientCredentialsGrant.request(scopes: scopes, client: client(for: provider))

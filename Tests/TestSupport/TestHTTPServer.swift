@@ -1,33 +1,59 @@
-import Foundation
+public import Foundation
 import Glibc
 import Synchronization
 
-/// A scripted authorization server on 127.0.0.1 for tests that run the built `authflow` binary,
-/// which cannot reach an in-process `MockProvider`. Serves one request per connection on a thread
+/// A scripted authorization server on 127.0.0.1 over real sockets: for tests that run the built
+/// `authflow` binary, which cannot reach an in-process `MockProvider`, and for transport tests
+/// that need real HTTP (redirects, oversized bodies). Serves one request per connection on a thread
 /// of its own; each path answers its scripted replies in order, then repeats the last.
-final class TestHTTPServer: Sendable {
-    struct Reply: Sendable {
-        var status: Int
-        var body: String
+public final class TestHTTPServer: Sendable {
+    /// One scripted answer.
+    public struct Reply: Sendable {
+        /// The status.
+        public var status: Int
+        /// The body.
+        public var body: String
+        /// Extra headers, such as `Location`.
+        public var headers: [String: String] = [:]
+        /// Sends no `Content-Length` and ends the body by closing the connection.
+        public var closeDelimited = false
 
-        static func json(_ body: String, status: Int = 200) -> Reply { Reply(status: status, body: body) }
-        static func oauthError(_ code: String, status: Int = 400) -> Reply { Reply(status: status, body: #"{"error":"\#(code)"}"#) }
-        static func token(_ access: String, expiresIn: Int = 3600, refresh: String? = nil, scope: String = "read") -> Reply {
+        /// A reply with any status, body and headers.
+        public init(status: Int, body: String, headers: [String: String] = [:], closeDelimited: Bool = false) {
+            self.status = status
+            self.body = body
+            self.headers = headers
+            self.closeDelimited = closeDelimited
+        }
+
+        /// A JSON body.
+        public static func json(_ body: String, status: Int = 200) -> Reply { Reply(status: status, body: body) }
+        /// An RFC 6749 §5.2 error body.
+        public static func oauthError(_ code: String, status: Int = 400) -> Reply { Reply(status: status, body: #"{"error":"\#(code)"}"#) }
+        /// A token response.
+        public static func token(_ access: String, expiresIn: Int = 3600, refresh: String? = nil, scope: String = "read") -> Reply {
             let refreshPart = refresh.map { #","refresh_token":"\#($0)""# } ?? ""
             return Reply(status: 200, body: #"{"access_token":"\#(access)","token_type":"Bearer","expires_in":\#(expiresIn),"scope":"\#(scope)"\#(refreshPart)}"#)
         }
-        static func deviceCode(user: String = "ABCD-EFGH", interval: Int = 1, expiresIn: Int = 600, uri: String = "https://example.com/device") -> Reply {
+        /// A device authorization response.
+        public static func deviceCode(user: String = "ABCD-EFGH", interval: Int = 1, expiresIn: Int = 600, uri: String = "https://example.com/device") -> Reply {
             Reply(status: 200, body: #"{"device_code":"test-device-code","user_code":"\#(user)","verification_uri":"\#(uri)","verification_uri_complete":"\#(uri)?user_code=\#(user)","expires_in":\#(expiresIn),"interval":\#(interval)}"#)
         }
     }
 
-    struct Request: Sendable {
-        var method: String
-        var path: String
-        var headers: [String: String]
-        var body: String
+    /// A request as received.
+    public struct Request: Sendable {
+        /// The method.
+        public var method: String
+        /// The path without the query.
+        public var path: String
+        /// Headers with lower-cased names.
+        public var headers: [String: String]
+        /// The body.
+        public var body: String
 
-        var form: [String: String] {
+        /// The form body (first value wins).
+        public var form: [String: String] {
             var fields: [String: String] = [:]
             for pair in body.split(separator: "&") {
                 let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map {
@@ -47,9 +73,11 @@ final class TestHTTPServer: Sendable {
     private let inner = Mutex(Inner())
     private let listener: Int32
     private let stopped = Mutex(false)
-    let port: UInt16
+    /// The port it listens on, on 127.0.0.1.
+    public let port: UInt16
 
-    init() throws {
+    /// Binds 127.0.0.1 on an ephemeral port and starts serving.
+    public init() throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EIO) }
         var one: Int32 = 1
@@ -74,18 +102,21 @@ final class TestHTTPServer: Sendable {
 
     deinit { close(listener) }
 
-    var baseURL: String { "http://127.0.0.1:\(port)" }
+    /// `http://127.0.0.1:PORT`.
+    public var baseURL: String { "http://127.0.0.1:\(port)" }
 
-    func script(_ path: String, _ replies: [Reply]) {
+    /// Appends replies for `path`, served in order; the last repeats.
+    public func script(_ path: String, _ replies: [Reply]) {
         inner.withLock { $0.scripts[path, default: []] += replies }
     }
 
-    func requests(_ path: String? = nil) -> [Request] {
+    /// The requests received (for `path`, when given).
+    public func requests(_ path: String? = nil) -> [Request] {
         inner.withLock { $0.requests }.filter { path == nil || $0.path == path }
     }
 
     /// Stops accepting (the serving thread notices within 100 ms).
-    func stop() { stopped.withLock { $0 = true } }
+    public func stop() { stopped.withLock { $0 = true } }
 
     private func serve() {
         while !stopped.withLock({ $0 }) {
@@ -144,9 +175,17 @@ final class TestHTTPServer: Sendable {
             return inner.last[path] ?? Reply(status: 404, body: #"{"error":"not_found"}"#)
         }
         let body = Array(reply.body.utf8)
-        let response = "HTTP/1.1 \(reply.status) X\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
+        var response = "HTTP/1.1 \(reply.status) X\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        if !reply.closeDelimited { response += "Content-Length: \(body.count)\r\n" }
+        for (name, value) in reply.headers.sorted(by: { $0.key < $1.key }) { response += "\(name): \(value)\r\n" }
+        response += "\r\n"
         let bytes = Array(response.utf8) + body
-        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var sent = 0
+        while sent < bytes.count {   // large bodies go out in several writes; stop when the client hangs up
+            let count = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+            guard count > 0 else { break }
+            sent += count
+        }
     }
 
     static func find(_ needle: [UInt8], in data: [UInt8]) -> Int? {
@@ -159,7 +198,7 @@ final class TestHTTPServer: Sendable {
 }
 
 /// A raw HTTP/1.1 GET to a loopback URL (no URLSession: no proxy settings, no connection reuse).
-func rawGET(_ url: URL, timeout: Int = 5) throws -> (status: Int, body: String) {
+public func rawGET(_ url: URL, timeout: Int = 5) throws -> (status: Int, body: String) {
     guard let port = url.port, let host = url.host else { throw POSIXError(.EINVAL) }
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw POSIXError(.EIO) }
@@ -190,7 +229,7 @@ func rawGET(_ url: URL, timeout: Int = 5) throws -> (status: Int, body: String) 
 
 /// ``rawGET(_:timeout:)`` on a thread of its own, so a blocking socket never holds one of the few
 /// threads that run tasks (on a 2-core machine that would starve the receiver under test).
-func httpGET(_ url: URL, timeout: Int = 5) async throws -> (status: Int, body: String) {
+public func httpGET(_ url: URL, timeout: Int = 5) async throws -> (status: Int, body: String) {
     try await withCheckedThrowingContinuation { continuation in
         let thread = Thread {
             continuation.resume(with: Result { try rawGET(url, timeout: timeout) })
