@@ -162,6 +162,41 @@ struct StateStreamTests {
         #expect(try await flow.accessToken(for: "alpha").reveal() == "at-alpha")
     }
 
+    @Test("with restoresAtStart off, a subscriber sees one .authorized per stored provider and .error for a corrupted one")
+    func restoreAfterSubscribing() async throws {
+        let stored = try await previousRun("alpha", "beta")
+        try await store.save(Data("not json".utf8), for: "zeta")
+        var late = options(clock, log: log)
+        late.restoresAtStart = false
+        let flow = try await AuthFlow(
+            providers: ["alpha", "beta", "zeta"].map { mock.provider(id: $0, clientSecret: "s-\($0)") }, store: store,
+            transport: mock.transport(), options: late)
+        #expect(flow.state == .empty)
+        #expect(await flow.authorizations.isEmpty)
+        let recorder = recordStates(flow, count: 1, limit: 4, until: { _ in false })
+
+        let restored = try await flow.restore()
+
+        #expect(restored == stored)
+        let seen = await collected(recorder)[0]
+        #expect(seen.count == 4)
+        #expect(seen.first == .empty)
+        #expect(seen.dropFirst().map(\.providerID) == ["alpha", "beta", "zeta"])
+        #expect(seen[1] == .authorized(provider: "alpha", try #require(stored["alpha"])))
+        #expect(seen[2] == .authorized(provider: "beta", try #require(stored["beta"])))
+        #expect(seen[3].name == "error")
+        #expect(mock.requests().isEmpty)
+    }
+
+    @Test("restore() throws .storage when the store cannot list its entries")
+    func restoreListFailure() async throws {
+        let failing = FailingListStore()
+        let error = await #expect(throws: OAuthError.self) {
+            _ = try await AuthFlow(providers: [mock.provider(id: "alpha")], store: failing, transport: mock.transport())
+        }
+        #expect(error?.code == .storage)
+    }
+
     @Test("an entry stored under another provider's key is refused as .storage")
     func misfiledEntry() async throws {
         _ = try await previousRun("alpha")
@@ -211,4 +246,15 @@ struct StateStreamTests {
         #expect(restarted.state == .empty)
         #expect(await restarted.authorizations.isEmpty)
     }
+}
+
+/// A store whose listing fails, as a directory that became unreadable would.
+private struct FailingListStore: SecretStore {
+    func load(_ key: String) async throws(OAuthError) -> Data? { nil }
+    func save(_ data: Data, for key: String) async throws(OAuthError) {}
+    func delete(_ key: String) async throws(OAuthError) {}
+    func keys() async throws(OAuthError) -> [String] { throw OAuthError(.storage, message: "cannot list the directory") }
+    func withExclusiveAccess<T: Sendable>(
+        to key: String, _ body: @Sendable () async throws(OAuthError) -> T
+    ) async throws(OAuthError) -> T { try await body() }
 }

@@ -25,13 +25,16 @@ public actor AuthFlow {
         public var userAgent: String
         /// Receives log events; debug events only for providers with `debug` set.
         public var log: (@Sendable (LogRecord) -> Void)?
+        /// Restore stored authorizations in the initializer (the default); set false to subscribe
+        /// first and call ``AuthFlow/restore()`` yourself.
+        public var restoresAtStart: Bool
 
         /// The defaults: continuous clock, `Date()`, 60 s margin, 10 minute `state` lifetime.
         public init(
             clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() },
             refreshMargin: TimeInterval = 60, pendingAuthorizationLifetime: TimeInterval = 600,
             maximumPendingAuthorizations: Int = 10_000, userAgent: String = "OAuthFlow/0.1",
-            log: (@Sendable (LogRecord) -> Void)? = nil
+            log: (@Sendable (LogRecord) -> Void)? = nil, restoresAtStart: Bool = true
         ) {
             self.clock = clock
             self.now = now
@@ -40,6 +43,7 @@ public actor AuthFlow {
             self.maximumPendingAuthorizations = maximumPendingAuthorizations
             self.userAgent = userAgent
             self.log = log
+            self.restoresAtStart = restoresAtStart
         }
     }
 
@@ -58,8 +62,9 @@ public actor AuthFlow {
     /// Creates a flow, validates the providers, and restores stored authorizations.
     ///
     /// Each restored authorization is published as `.authorized`; an entry that cannot be read is
-    /// published as `.error` for its provider and left on disk untouched.
-    /// - Throws: ``OAuthError`` `.configuration` for an invalid provider or a duplicate id.
+    /// published as `.error` for its provider and left on disk untouched (see ``restore()``).
+    /// - Throws: ``OAuthError`` `.configuration` for an invalid provider or a duplicate id;
+    ///   `.storage` when the store cannot list its entries.
     public init(
         providers: [Provider], store: any SecretStore = MemorySecretStore(),
         transport: any HTTPTransport = URLSessionTransport(), options: Options = Options()
@@ -77,7 +82,7 @@ public actor AuthFlow {
         self.transport = transport
         self.options = options
         self.logger = Logger(sink: options.log)
-        await restore()
+        if options.restoresAtStart { try await restore() }
     }
 
     /// Creates a flow from a JSON provider catalog file (see ``ProviderCatalog``).
@@ -138,23 +143,31 @@ public actor AuthFlow {
         EndpointClient(provider: provider, transport: transport, userAgent: options.userAgent, log: logger)
     }
 
-    private func restore() async {
-        let keys: [String]
-        do {
-            keys = try await store.keys()
-        } catch {
-            logger.warning(nil, "could not list the secret store: \(error)")
-            return
-        }
+    /// Reads every stored authorization again and publishes `.authorized` for each provider.
+    ///
+    /// The initializer calls it unless ``Options/restoresAtStart`` is false; turn that off and call
+    /// this after subscribing to ``states`` to see one `.authorized` per restored provider. An entry
+    /// that cannot be read is published as `.error` for its provider (and left on disk untouched)
+    /// while the others still load. Entries of providers that are not configured are ignored.
+    /// - Returns: what was restored, by provider id.
+    /// - Throws: ``OAuthError`` `.storage` when the store cannot even list its entries.
+    @discardableResult
+    public func restore() async throws(OAuthError) -> [String: Authorization] {
+        let keys = try await store.keys()
+        var restored: [String: Authorization] = [:]
+        for id in providers.keys.sorted() where !keys.contains(id) { tokens[id] = nil }
         for key in keys where providers[key] != nil {
             do {
                 guard let set = try await loadStored(key) else { continue }
                 tokens[key] = set
+                restored[key] = set.authorization
                 publish(.authorized(provider: key, set.authorization))
             } catch {
+                tokens[key] = nil
                 publish(.error(provider: key, error))
             }
         }
+        return restored
     }
 
     private func loadStored(_ key: String) async throws(OAuthError) -> TokenSet? {
