@@ -190,12 +190,18 @@ struct Context: Sendable {
 
     // MARK: Building blocks
 
-    /// The validated providers of the catalog.
-    func catalog() throws(CLIError) -> [Provider] {
+    /// The catalog file, which must exist.
+    func catalogFile() throws(CLIError) -> URL {
         let url = try configURL()
         guard FileManager.default.fileExists(atPath: url.path) else {
             throw .data("no provider catalog at \(url.path); write one (see Documentation/Catalog.md) or pass --config FILE")
         }
+        return url
+    }
+
+    /// The validated providers of the catalog.
+    func catalog() throws(CLIError) -> [Provider] {
+        let url = try catalogFile()
         do {
             return try ProviderCatalog.load(contentsOf: url, environment: environment)
         } catch {
@@ -204,14 +210,26 @@ struct Context: Sendable {
     }
 
     /// The provider `id` from the catalog; an unknown id is a usage error that lists the known ones.
+    ///
+    /// Only that entry's secret is resolved, so another provider's unset `clientSecretEnv` does not
+    /// stop a command about this one.
     func provider(_ id: String) throws(CLIError) -> Provider {
-        let providers = try catalog()
-        guard let provider = providers.first(where: { $0.id == id }) else {
-            let known = providers.map(\.id).joined(separator: ", ")
-            throw .usage(UsageError("no provider '\(id)' in \((try? configURL().path) ?? "the catalog")"
-                + (known.isEmpty ? " (it lists none)" : "; configured: \(known)"), command: invocation.command.name))
+        let url = try catalogFile()
+        let selected: Provider?
+        do {
+            selected = try ProviderCatalog.load(contentsOf: url, only: id, environment: environment)
+        } catch {
+            throw .oauth(error, provider: id)
         }
-        return provider
+        if let selected { return selected }
+        let known: String
+        do {
+            let ids = try ProviderCatalog.load(contentsOf: url, environment: environment).map(\.id)
+            known = ids.isEmpty ? " (it lists none)" : "; configured: \(ids.joined(separator: ", "))"
+        } catch {
+            known = " (and the catalog has other errors: run authflow providers)"
+        }
+        throw .usage(UsageError("no provider '\(id)' in \(url.path)\(known)", command: invocation.command.name))
     }
 
     func store() throws(CLIError) -> FileSecretStore {

@@ -208,6 +208,27 @@ struct RunTests {
         #expect(h.mock.requests(.token).count == 1)
     }
 
+    @Test("another provider's unset clientSecretEnv does not stop token, login or status for this one")
+    func otherProvidersSecretMissing() async throws {
+        let h = try Harness()
+        defer { h.directory.remove() }
+        let service = #"{ "id": "svc", "clientID": "client-svc", "tokenURL": "\#(h.base)/token", "clientSecretEnv": "SVC_SECRET" }"#
+        try h.catalog(catalogEntry(id: "gh", base: h.base), service)
+
+        #expect(await h.deviceLogin("gh", access: "at-gh", refresh: "rt-gh") == .success)
+        let token = await h.run(["token", "gh"])
+        #expect(token.status == .success)
+        #expect(token.stdout == "at-gh\n")
+        #expect(await h.run(["status", "gh"]).status == .success)
+
+        // The provider whose secret is missing still says exactly what is wrong.
+        let broken = await h.run(["token", "svc"])
+        #expect(broken.status == .dataError)
+        #expect(broken.stderr.contains("SVC_SECRET"))
+        // Commands over the whole catalog stay strict.
+        #expect(await h.run(["providers"]).status == .dataError)
+    }
+
     @Test("token failures map to exit codes", arguments: [
         ("nothing stored", ExitCode.denied), ("invalid_grant", .denied), ("unreachable", .unavailable),
         ("503", .temporaryFailure), ("unknown provider", .usage),

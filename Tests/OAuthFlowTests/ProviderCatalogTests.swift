@@ -757,3 +757,66 @@ extension ProviderCatalogTests {
         }
     }
 }
+
+/// `load(contentsOf:only:)`: one provider, without resolving the others' secrets.
+@Suite("Loading one provider from a catalog")
+struct ProviderCatalogSelectionTests {
+    private func write(_ text: String) throws -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("catalog-only-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let url = directory.appendingPathComponent("providers.json")
+        try Data(text.utf8).write(to: url)
+        return url
+    }
+
+    private let twoProviders = """
+        [
+          { "id": "gh", "clientID": "c1", "tokenURL": "https://github.com/login/oauth/access_token" },
+          { "id": "svc", "clientID": "c2", "tokenURL": "https://auth.example.com/token", "clientSecretEnv": "SVC_SECRET" },
+        ]
+        """
+
+    @Test("another entry's unset secret variable does not stop the selected one")
+    func otherSecretUnresolved() throws {
+        let url = try write(twoProviders)
+        defer { try? FileManager.default.removeItem(at: url.deletingLastPathComponent()) }
+        let provider = try #require(try ProviderCatalog.load(contentsOf: url, only: "gh", environment: [:]))
+        #expect(provider.id == "gh")
+        #expect(provider.clientID == "c1")
+        // The strict loader still refuses the whole catalog.
+        let error = #expect(throws: OAuthError.self) { try ProviderCatalog.load(contentsOf: url, environment: [:]) }
+        #expect(error?.message?.contains("SVC_SECRET") == true)
+    }
+
+    @Test("the selected entry is resolved and validated in full")
+    func selectedValidated() throws {
+        let url = try write(twoProviders)
+        defer { try? FileManager.default.removeItem(at: url.deletingLastPathComponent()) }
+        let error = #expect(throws: OAuthError.self) { try ProviderCatalog.load(contentsOf: url, only: "svc", environment: [:]) }
+        #expect(error?.code == .configuration)
+        #expect(error?.message?.contains("SVC_SECRET") == true)
+        let provider = try #require(try ProviderCatalog.load(contentsOf: url, only: "svc", environment: ["SVC_SECRET": "s3cret"]))
+        #expect(provider.clientSecret?.reveal() == "s3cret")
+        #expect(provider.clientAuthentication == .clientSecretBasic)
+    }
+
+    @Test("an id not in the catalog gives nil; ids are matched exactly")
+    func unknownID() throws {
+        let url = try write(twoProviders)
+        defer { try? FileManager.default.removeItem(at: url.deletingLastPathComponent()) }
+        #expect(try ProviderCatalog.load(contentsOf: url, only: "gitlab", environment: [:]) == nil)
+        #expect(try ProviderCatalog.load(contentsOf: url, only: "GH", environment: [:]) == nil)
+    }
+
+    @Test("the whole file must still parse, and ids must still be unique", arguments: [
+        #"[{ "id": "gh", "clientID": "c", "tokenURL": "https://a.example/t" }, { "id": "GH", "clientID": "d", "tokenURL": "https://b.example/t" }]"#,
+        #"[{ "id": "gh", "clientID": "c", "tokenURL": "https://a.example/t" }, { "clientID": "d" }]"#,
+        #"[{ "id": "gh", "clientID": "c", "tokenURL": "https://a.example/t" } { "id": "x" }]"#,
+    ])
+    func fileStillChecked(text: String) throws {
+        let url = try write(text)
+        defer { try? FileManager.default.removeItem(at: url.deletingLastPathComponent()) }
+        let error = #expect(throws: OAuthError.self) { try ProviderCatalog.load(contentsOf: url, only: "gh", environment: [:]) }
+        #expect(error?.code == .configuration)
+    }
+}

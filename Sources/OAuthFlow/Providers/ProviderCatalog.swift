@@ -36,20 +36,40 @@ public enum ProviderCatalog {
     public static func load(
         contentsOf url: URL, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(OAuthError) -> [Provider] {
+        try decode(
+            try readCatalog(url),
+            context: Context(source: url.path, baseDirectory: url.deletingLastPathComponent(), environment: environment))
+    }
+
+    /// The bytes of a catalog file, bounded in size.
+    static func readCatalog(_ url: URL) throws(OAuthError) -> Data {
         guard url.isFileURL else {
             throw OAuthError(
                 .configuration,
                 message: "the catalog URL must be a file: URL; download a remote catalog yourself and pass its bytes to "
                     + "ProviderCatalog.load(data:baseDirectory:environment:)")
         }
-        let data: Data
         do {
-            data = try readFile(at: url, limit: maximumCatalogBytes)
+            return try readFile(at: url, limit: maximumCatalogBytes)
         } catch {
             throw OAuthError(.configuration, message: "catalog \(url.path) \(error.reason)", underlying: error.underlying)
         }
-        return try decode(
-            data, context: Context(source: url.path, baseDirectory: url.deletingLastPathComponent(), environment: environment))
+    }
+
+    /// Loads one provider from a catalog file, leaving the other entries' secrets unresolved.
+    ///
+    /// The whole file must still be valid JSON of the catalog's shape with unique ids, but only
+    /// the entry with `id` has its secret resolved and its keys validated. Use it when a process
+    /// needs one provider, so another entry's unset `clientSecretEnv` does not stop it (the CLI's
+    /// `token`, `login` and `logout` do this).
+    /// - Returns: the validated provider, or nil when the catalog has no entry with that exact id.
+    /// - Throws: ``OAuthError`` `.configuration` as ``load(contentsOf:environment:)`` does, for the file
+    ///   and for that entry.
+    public static func load(
+        contentsOf url: URL, only id: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(OAuthError) -> Provider? {
+        try decode(try readCatalog(url), context: Context(source: url.path, baseDirectory: url.deletingLastPathComponent(),
+                                                         environment: environment), only: id).first
     }
 
     /// Loads and validates the providers in catalog bytes you already hold.
@@ -119,7 +139,9 @@ extension ProviderCatalog {
         }
     }
 
-    static func decode(_ data: Data, context: Context) throws(OAuthError) -> [Provider] {
+    /// Parses and validates the catalog; with `only`, every entry's id is checked but only that
+    /// entry is fully read (secrets resolved, keys validated) and returned.
+    static func decode(_ data: Data, context: Context, only selected: String? = nil) throws(OAuthError) -> [Provider] {
         let root: CatalogJSON
         do {
             root = try CatalogJSON.parse(Array(data))
@@ -152,13 +174,19 @@ extension ProviderCatalog {
                 throw context.error("provider #\(position): must be a JSON object, found \(value.kind)")
             }
             let entry = try Entry(position: position, fields: fields, context: context)
-            let provider = try entry.provider()
-            let key = provider.id.lowercased()
+            let id: String
+            if let selected, entry.rawID != selected {
+                id = entry.rawID
+            } else {
+                let provider = try entry.provider()
+                id = provider.id
+                providers.append(provider)
+            }
+            let key = id.lowercased()
             if let first = seen[key] {
                 throw entry.fail("id", "duplicates provider #\(first.position) (\"\(first.id)\"); ids must be unique, ignoring case")
             }
-            seen[key] = (position, provider.id)
-            providers.append(provider)
+            seen[key] = (position, id)
         }
         return providers
     }
