@@ -8,10 +8,23 @@ enum Digest {
         var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
         let ok = data.withUnsafeBufferPointer { buffer in
-            EVP_Digest(buffer.baseAddress, buffer.count, &digest, &length, EVP_sha256(), nil)
+            EVP_Digest(buffer.baseAddress, buffer.count, &digest, &length, sha256Algorithm.pointer, nil)
         }
         guard ok == 1 else { throw OAuthError(.crypto, message: "SHA-256 failed: \(OpenSSLError.last())") }
         return Array(digest.prefix(Int(length)))
+    }
+}
+
+/// SHA-256 fetched once: OpenSSL 3 otherwise looks the algorithm up again on every digest.
+private let sha256Algorithm = FetchedDigest(name: "SHA256")
+
+/// An `EVP_MD` fetched from the default provider, kept for the process's lifetime.
+private final class FetchedDigest: @unchecked Sendable {   // safe: immutable pointer to a thread-safe, read-only EVP_MD
+    let pointer: OpaquePointer?
+
+    init(name: String) {
+        // Falls back to the built-in (implicitly fetched) table if the explicit fetch fails.
+        pointer = EVP_MD_fetch(nil, name, nil) ?? EVP_sha256()
     }
 }
 
@@ -55,11 +68,35 @@ enum OpenSSLError {
 
 /// Base64url without padding (RFC 4648 §5, RFC 7636 Appendix A).
 enum Base64URL {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
     static func encode(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        let count = (bytes.count * 4 + 2) / 3
+        return String(unsafeUninitializedCapacity: count) { out in
+            var o = 0
+            var i = 0
+            while i + 3 <= bytes.count {
+                let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+                out[o] = alphabet[Int(n >> 18 & 63)]
+                out[o + 1] = alphabet[Int(n >> 12 & 63)]
+                out[o + 2] = alphabet[Int(n >> 6 & 63)]
+                out[o + 3] = alphabet[Int(n & 63)]
+                o += 4
+                i += 3
+            }
+            let rest = bytes.count - i
+            if rest > 0 {
+                let n = UInt32(bytes[i]) << 16 | (rest == 2 ? UInt32(bytes[i + 1]) << 8 : 0)
+                out[o] = alphabet[Int(n >> 18 & 63)]
+                out[o + 1] = alphabet[Int(n >> 12 & 63)]
+                o += 2
+                if rest == 2 {
+                    out[o] = alphabet[Int(n >> 6 & 63)]
+                    o += 1
+                }
+            }
+            return o
+        }
     }
 
     static func decode(_ string: String) -> [UInt8]? {

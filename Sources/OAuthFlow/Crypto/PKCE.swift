@@ -21,12 +21,22 @@ public struct PKCE: Sendable {
     /// Derives the S256 challenge for a given verifier (RFC 7636 §4.2); use it for test vectors.
     /// - Throws: ``OAuthError`` `.configuration` when the verifier is not 43–128 unreserved characters.
     public init(verifier: Secret) throws(OAuthError) {
-        let raw = verifier.reveal()
-        let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-        guard (43...128).contains(raw.count), raw.allSatisfy(allowed.contains) else {
+        let bytes = Array(verifier.reveal().utf8)
+        guard (43...128).contains(bytes.count), bytes.allSatisfy(Self.isUnreserved) else {
             throw OAuthError(.configuration, message: "a PKCE verifier must be 43 to 128 unreserved characters (RFC 7636 §4.1)")
         }
         self.verifier = verifier
-        self.challenge = Base64URL.encode(try Digest.sha256(Array(raw.utf8)))
+        self.challenge = Base64URL.encode(try Digest.sha256(bytes))
+    }
+
+    /// `ALPHA / DIGIT / "-" / "." / "_" / "~"` (RFC 7636 §4.1, RFC 3986 §2.3).
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            return true
+        default:
+            return false
+        }
     }
 }
