@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 
 /// Runs OAuth grants for a set of providers, stores their tokens, and publishes every state change.
 ///
@@ -55,7 +56,8 @@ public actor AuthFlow {
     private let logger: Logger
     private nonisolated let broadcaster = StateBroadcaster()
 
-    private var tokens: [String: TokenSet] = [:]
+    /// Written only by the actor; read without a hop by the fresh-token fast path.
+    private nonisolated let tokens = TokenCache()
     private var refreshes: [String: Task<Result<TokenSet, OAuthError>, Never>] = [:]
     private var pending: [AuthorizationRequest] = []
 
@@ -137,7 +139,7 @@ public actor AuthFlow {
     public func authorization(for provider: String) -> Authorization? { tokens[provider]?.authorization }
 
     /// Every stored authorization, by provider id.
-    public var authorizations: [String: Authorization] { tokens.mapValues(\.authorization) }
+    public var authorizations: [String: Authorization] { tokens.all.mapValues(\.authorization) }
 
     private func client(for provider: Provider) -> EndpointClient {
         EndpointClient(provider: provider, transport: transport, userAgent: options.userAgent, log: logger)
@@ -425,13 +427,14 @@ public actor AuthFlow {
     /// `Authorization: Bearer` header (RFC 6750 §2.1).
     /// - Throws: ``OAuthError`` `.reauthorizationRequired` when nothing is stored or the refresh
     ///   token was rejected; `.transport` (retry later); `.storage`.
-    public func accessToken(for provider: String) async throws(OAuthError) -> Secret {
+    public nonisolated func accessToken(for provider: String) async throws(OAuthError) -> Secret {
         try await tokenSet(for: provider).accessToken
     }
 
     /// The full valid token set for `provider`, refreshed when needed (see ``accessToken(for:)``).
     /// - Throws: the same as ``accessToken(for:)``.
-    public func tokenSet(for provider: String) async throws(OAuthError) -> TokenSet {
+    public nonisolated func tokenSet(for provider: String) async throws(OAuthError) -> TokenSet {
+        // The fast path reads the cache under its lock, without a hop onto the actor.
         if let set = tokens[provider], isFresh(set) { return set }
         return try await renewShared(provider, force: false)
     }
@@ -445,7 +448,7 @@ public actor AuthFlow {
         try await renewShared(provider, force: true).authorization
     }
 
-    private func isFresh(_ set: TokenSet) -> Bool {
+    private nonisolated func isFresh(_ set: TokenSet) -> Bool {
         guard let expiresAt = set.expiresAt else { return true }
         let lifetime = expiresAt.timeIntervalSince(set.issuedAt)
         let margin = min(options.refreshMargin, max(lifetime / 2, 0))
@@ -528,6 +531,20 @@ public actor AuthFlow {
         _ = try await authorize(set)
         return set
     }
+}
+
+/// The flow's token sets by provider, behind a lock so reads need no actor hop.
+final class TokenCache: Sendable {
+    private let entries = Mutex<[String: TokenSet]>([:])
+
+    subscript(provider: String) -> TokenSet? {
+        get { entries.withLock { $0[provider] } }
+        set { entries.withLock { $0[provider] = newValue } }
+    }
+
+    var all: [String: TokenSet] { entries.withLock { $0 } }
+
+    func removeAll() { entries.withLock { $0.removeAll() } }
 }
 
 /// The on-disk form of a token set: versioned JSON.
