@@ -27,6 +27,10 @@ public final class URLSessionTransport: HTTPTransport {
         timeout: TimeInterval = 30
     ) {
         configuration.httpCookieStorage = nil
+        // With no storage cookies are already dropped, but swift-corelibs-foundation still parses every
+        // response header line for Set-Cookie unless the policy is .never (~7-10% of a loopback fetch).
+        configuration.httpCookieAcceptPolicy = .never
+        configuration.httpShouldSetCookies = false
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         self.delegate = Delegate(limit: maximumBodySize)
