@@ -509,28 +509,10 @@ func runDiagSequential(_ config: Config) async -> Int32 {
         headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json"),
                   ("User-Agent", "OAuthFlow/0.1"), ("Authorization", "Basic \(credentials)")],
         body: Data("grant_type=client_credentials".utf8))
-    func timeLoop(_ label: String, _ body: () async -> Bool) async {
-        var latencies: [Double] = []
-        var errors = 0
-        for _ in 0..<config.warmup { _ = await body() }
-        let start = monotonicNs()
-        for _ in 0..<config.m1N {
-            let t0 = monotonicNs()
-            if t0 >= config.deadline { break }
-            if await body() { latencies.append(Double(monotonicNs() - t0) / 1e3) } else { errors += 1 }
-        }
-        let elapsed = Double(monotonicNs() - start) / 1e9
-        latencies.sort()
-        config.result("\(label)_count", latencies.count)
-        config.result("\(label)_errors", errors)
-        config.result("\(label)_median_us", median(latencies))
-        config.result("\(label)_p99_us", percentile(latencies, 99))
-        config.result("\(label)_per_s", Double(latencies.count) / elapsed)
-    }
-    await timeLoop("transport") {
+    await timeSequential(config, "transport", count: config.m1N, warmup: config.warmup) {
         do { return try await transport.send(request).status == 200 } catch { return false }
     }
-    await timeLoop("authflow") { await fetch(flow) }
+    await timeSequential(config, "authflow", count: config.m1N, warmup: config.warmup) { await fetch(flow) }
     return 0
 }
 

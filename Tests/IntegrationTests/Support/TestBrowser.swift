@@ -76,16 +76,9 @@ internal actor TestBrowser {
             }
             let forms = HTMLForm.parse(html)
 
-            if let login = forms.first(where: { $0.isLoginForm }) {
-                if loginSubmitted {
-                    throw TestBrowserError(
-                        "login as '\(username)' was rejected at \(currentURL.absoluteString): "
-                            + Self.summary(of: html))
-                }
-                loginSubmitted = true
-                request = try login.submission(
-                    pageURL: currentURL,
-                    overriding: ["username": username, "password": password])
+            if let login = try Self.loginStep(
+                forms, html: html, pageURL: currentURL, username: username, password: password, submitted: &loginSubmitted) {
+                request = login
                 continue
             }
 
@@ -147,16 +140,9 @@ internal actor TestBrowser {
             }
             let forms = HTMLForm.parse(html)
 
-            if let login = forms.first(where: { $0.isLoginForm }) {
-                if loginSubmitted {
-                    throw TestBrowserError(
-                        "login as '\(username)' was rejected at \(currentURL.absoluteString): "
-                            + Self.summary(of: html))
-                }
-                loginSubmitted = true
-                request = try login.submission(
-                    pageURL: currentURL,
-                    overriding: ["username": username, "password": password])
+            if let login = try Self.loginStep(
+                forms, html: html, pageURL: currentURL, username: username, password: password, submitted: &loginSubmitted) {
+                request = login
                 continue
             }
 
@@ -206,6 +192,18 @@ internal actor TestBrowser {
 
     /// Sends `request`, follows same-origin redirects by hand and returns either the stop
     /// redirect or the final 2xx HTML page. Non-2xx final responses throw.
+    /// The login form's submission when the page shows one; a second login page means the password was refused.
+    private static func loginStep(
+        _ forms: [HTMLForm], html: String, pageURL: URL, username: String, password: String, submitted: inout Bool
+    ) throws -> PendingRequest? {
+        guard let login = forms.first(where: { $0.isLoginForm }) else { return nil }
+        if submitted {
+            throw TestBrowserError("login as '\(username)' was rejected at \(pageURL.absoluteString): " + summary(of: html))
+        }
+        submitted = true
+        return try login.submission(pageURL: pageURL, overriding: ["username": username, "password": password])
+    }
+
     private func load(_ initial: PendingRequest, origin: String, stopPrefix: String?) async throws -> LoadResult {
         var request = initial
         for _ in 0..<Self.maxSteps {
