@@ -428,7 +428,9 @@ public actor AuthFlow {
     /// - Throws: ``OAuthError`` `.reauthorizationRequired` when nothing is stored or the refresh
     ///   token was rejected; `.transport` (retry later); `.storage`.
     public nonisolated func accessToken(for provider: String) async throws(OAuthError) -> Secret {
-        try await tokenSet(for: provider).accessToken
+        // The hot path: only the token leaves the lock, and no actor hop while it is fresh.
+        if let token = tokens.freshAccessToken(provider, isFresh: isFresh) { return token }
+        return try await renewShared(provider, force: false).accessToken
     }
 
     /// The full valid token set for `provider`, refreshed when needed (see ``accessToken(for:)``).
@@ -543,6 +545,14 @@ final class TokenCache: Sendable {
     }
 
     var all: [String: TokenSet] { entries.withLock { $0 } }
+
+    /// The access token of `provider` when its set passes `isFresh`, read under the lock.
+    func freshAccessToken(_ provider: String, isFresh: (TokenSet) -> Bool) -> Secret? {
+        entries.withLock { entries in
+            guard let set = entries[provider], isFresh(set) else { return nil }
+            return set.accessToken
+        }
+    }
 
     func removeAll() { entries.withLock { $0.removeAll() } }
 }
