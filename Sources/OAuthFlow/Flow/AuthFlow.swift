@@ -273,6 +273,7 @@ public actor AuthFlow {
     /// See [RFC 6749 §4.1.2–4.1.4](https://www.rfc-editor.org/rfc/rfc6749#section-4.1.2).
     /// - Throws: ``OAuthError`` `.stateMismatch`, `.invalidCallback`, `.accessDenied` (the user said no),
     ///   `.serverRejected` (RFC 6749 §5.2, such as `invalid_grant` for an expired code), `.transport`, `.storage`.
+    @discardableResult
     public func completeAuthorization(callbackURL: URL) async throws(OAuthError) -> Authorization {
         let response = try AuthorizationResponse(callbackURL: callbackURL)
         guard let state = response.state else {
@@ -296,6 +297,7 @@ public actor AuthFlow {
     /// The same checks as ``completeAuthorization(callbackURL:)``, with `request` as the only candidate.
     /// Remove `request` from your session before calling: single use across instances is the session's job.
     /// - Throws: the same as ``completeAuthorization(callbackURL:)``.
+    @discardableResult
     public func completeAuthorization(callbackURL: URL, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
         let response = try AuthorizationResponse(callbackURL: callbackURL)
         guard let state = response.state, state.constantTimeEquals(request.state) else {
@@ -364,6 +366,7 @@ public actor AuthFlow {
     /// republishes `.receivedDeviceCode` with the new interval. Cancel the task to stop promptly.
     /// Publishes `.authorized` or `.error`.
     /// - Throws: ``OAuthError`` `.accessDenied`, `.expired`, `.cancelled`, `.serverRejected`, `.transport`, `.storage`.
+    @discardableResult
     public func pollDeviceAuthorization(_ code: DeviceCode) async throws(OAuthError) -> Authorization {
         let provider: Provider
         do { provider = try self.provider(code.providerID) } catch { throw fail(code.providerID, error) }
@@ -387,6 +390,7 @@ public actor AuthFlow {
     ///
     /// Subscribers see `.requestingDeviceCode`, `.receivedDeviceCode` (show it), then `.authorized`.
     /// - Throws: what ``requestDeviceCode(provider:scopes:)`` and ``pollDeviceAuthorization(_:)`` throw.
+    @discardableResult
     public func authorizeWithDeviceCode(provider: String, scopes: [String]? = nil) async throws(OAuthError) -> Authorization {
         let code = try await requestDeviceCode(provider: provider, scopes: scopes)
         return try await pollDeviceAuthorization(code)
@@ -399,6 +403,7 @@ public actor AuthFlow {
     /// Publishes `.requestingAccessToken` then `.authorized`. ``accessToken(for:)`` runs it again by
     /// itself when the token expires. See [RFC 6749 §4.4](https://www.rfc-editor.org/rfc/rfc6749#section-4.4).
     /// - Throws: ``OAuthError`` `.configuration` without a secret; `.serverRejected` (`invalid_client` for bad credentials); `.transport`.
+    @discardableResult
     public func clientCredentials(provider id: String, scopes: [String]? = nil) async throws(OAuthError) -> Authorization {
         let provider: Provider
         do { provider = try self.provider(id) } catch { throw fail(id, error) }

@@ -1,0 +1,57 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import OAuthFlow
+
+/// The Swift snippets of README.md and Documentation/, compiled with the tests so they stay true to the
+/// API (never called: they need real providers). Change a snippet here when you change it there.
+func documentationExamples(callbackURL: URL, catalogURL: URL) async throws {
+    // README.md
+    let flow = try await AuthFlow(
+        catalogURL: URL(fileURLWithPath: "/etc/myservice/providers.json"),
+        store: try FileSecretStore()
+    )
+    Task {
+        for await state in flow.states {
+            print(state)
+        }
+    }
+    let code = try await flow.requestDeviceCode(provider: "github")
+    print("Open \(code.verificationURI) and enter \(code.userCode)")
+    let authorization = try await flow.pollDeviceAuthorization(code)
+    _ = authorization
+    let request = try await flow.authorizationRequest(provider: "google", parameters: ["login_hint": "user@example.com"])
+    _ = request
+    let authorization2 = try await flow.completeAuthorization(callbackURL: callbackURL)
+    _ = authorization2
+    try await flow.clientCredentials(provider: "billing-api")
+    var urlRequest = URLRequest(url: URL(string: "https://x")!)
+    let token = try await flow.accessToken(for: "billing-api")
+    urlRequest.setValue("Bearer \(token.reveal())", forHTTPHeaderField: "Authorization")
+
+    // GettingStarted.md
+    let flow2 = try await AuthFlow(catalogURL: catalogURL, store: try FileSecretStore())
+    if flow2.state.name != "authorized" {
+        let code = try await flow2.requestDeviceCode(provider: "github")
+        print("Open \(code.verificationURI) and enter \(code.userCode)")
+        try await flow2.pollDeviceAuthorization(code)
+    }
+    _ = try await flow2.accessToken(for: "github")
+    // Errors.md
+    do {
+        _ = try await flow.accessToken(for: "github")
+    } catch {
+        switch error.recovery {
+        case .retryLater: break
+        case .reauthorize: break
+        case .fixConfiguration: print(error.description)
+        case .none: break
+        }
+    }
+    // StateStream.md
+    let flow3 = try await AuthFlow(providers: [], store: MemorySecretStore(), options: .init(restoresAtStart: false))
+    let states = flow3.states
+    _ = states
+    try await flow3.restore()
+}
