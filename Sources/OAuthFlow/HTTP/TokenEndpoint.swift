@@ -162,10 +162,8 @@ struct EndpointClient: Sendable {
 
     /// JSONSerialization hands `true`/`false` over as NSNumber too; they are not numbers here.
     private static func isBoolean(_ number: NSNumber) -> Bool {
-        number === kCFBooleanTrueValue || number === kCFBooleanFalseValue || String(cString: number.objCType) == "c"
+        String(cString: number.objCType) == "c"
     }
-    private static let kCFBooleanTrueValue = NSNumber(value: true)
-    private static let kCFBooleanFalseValue = NSNumber(value: false)
 }
 
 extension UInt8 {
