@@ -154,11 +154,15 @@ final class RawSocketTransport: HTTPTransport {
     }
 }
 
-/// Times `body` `count` times (after `warmup` untimed calls); prints median/p99/per-second.
-func timeSequential(_ config: Config, _ label: String, count: Int, warmup: Int, _ body: () async -> Bool) async {
+/// Times `body` `count` times (after `warmup` untimed calls); prints count, errors, median, p99 and
+/// the rate as `<label>_<rateMetric>`. `errorsSoFar` adds failures counted before (a caller's own warm-up).
+func timeSequential(
+    _ config: Config, _ label: String, count: Int, warmup: Int, errorsSoFar: Int = 0, rateMetric: String = "per_s",
+    _ body: () async -> Bool
+) async {
     var latencies: [Double] = []
     latencies.reserveCapacity(count)
-    var errors = 0
+    var errors = errorsSoFar
     for _ in 0..<warmup { _ = await body() }
     let start = monotonicNs()
     for _ in 0..<count {
@@ -172,7 +176,7 @@ func timeSequential(_ config: Config, _ label: String, count: Int, warmup: Int, 
     config.result("\(label)_errors", errors)
     config.result("\(label)_median_us", median(latencies))
     config.result("\(label)_p99_us", percentile(latencies, 99))
-    config.result("\(label)_per_s", Double(latencies.count) / elapsed)
+    config.result("\(label)_\(rateMetric)", Double(latencies.count) / elapsed)
 }
 
 /// Average ns of `body` over `count` calls.

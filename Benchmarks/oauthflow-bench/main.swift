@@ -202,24 +202,11 @@ func warmUp(_ flow: AuthFlow, _ config: Config) async -> Int {
 
 func runM1(_ config: Config) async -> Int32 {
     guard let flow = await makeFlow(config, transport: makeTransport(connections: config.m2Concurrency)) else { return 1 }
-    var errors = await warmUp(flow, config)
-    var latencies: [Double] = []
-    latencies.reserveCapacity(config.m1N)
-    let start = monotonicNs()
-    for _ in 0..<config.m1N {
-        let t0 = monotonicNs()
-        if t0 >= config.deadline { break }
-        let ok = await fetch(flow)
-        let t1 = monotonicNs()
-        if ok { latencies.append(Double(t1 - t0) / 1e3) } else { errors += 1 }
+    // The harness's own warm-up: bounded by the deadline, and its failures count as M1 errors.
+    let warmUpErrors = await warmUp(flow, config)
+    await timeSequential(config, "m1", count: config.m1N, warmup: 0, errorsSoFar: warmUpErrors, rateMetric: "fetch_per_s") {
+        await fetch(flow)
     }
-    let elapsed = Double(monotonicNs() - start) / 1e9
-    latencies.sort()
-    config.result("m1_count", latencies.count)
-    config.result("m1_errors", errors)
-    config.result("m1_median_us", median(latencies))
-    config.result("m1_p99_us", percentile(latencies, 99))
-    config.result("m1_fetch_per_s", Double(latencies.count) / elapsed)
     return 0
 }
 
