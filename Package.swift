@@ -12,6 +12,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "OAuthFlow", targets: ["OAuthFlow"]),
+        .library(name: "OAuthFlowURLSession", targets: ["OAuthFlowURLSession"]),
         .library(name: "OAuthFlowTesting", targets: ["OAuthFlowTesting"]),
         .executable(name: "authflow", targets: ["authflow"]),
     ],
@@ -21,9 +22,17 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
-        .target(name: "OAuthFlow", dependencies: ["COpenSSL"], swiftSettings: strictSettings),
-        .target(name: "OAuthFlowTesting", dependencies: ["OAuthFlow"], swiftSettings: strictSettings),
-        .target(name: "AuthflowCLI", dependencies: ["OAuthFlow", "OAuthFlowTesting"], swiftSettings: strictSettings),
+        // Headers only: CurlTransport opens libcurl.so.4 with dlopen on its first request (see shim.h).
+        .systemLibrary(
+            name: "CCurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .target(name: "OAuthFlow", dependencies: ["COpenSSL", "CCurl"], swiftSettings: strictSettings),
+        // URLSessionTransport: the only code that imports FoundationNetworking.
+        .target(name: "OAuthFlowURLSession", dependencies: ["OAuthFlow"], swiftSettings: strictSettings),
+        .target(name: "OAuthFlowTesting", dependencies: ["OAuthFlow", "OAuthFlowURLSession"], swiftSettings: strictSettings),
+        // Not OAuthFlowTesting: that links FoundationNetworking, which `authflow token` must not load.
+        .target(name: "AuthflowCLI", dependencies: ["OAuthFlow"], swiftSettings: strictSettings),
         .executableTarget(
             name: "authflow",
             dependencies: ["AuthflowCLI"],
@@ -37,13 +46,13 @@ let package = Package(
         ),
         .executableTarget(
             name: "oauthflow-bench",
-            dependencies: ["OAuthFlow"],
+            dependencies: ["OAuthFlow", "CCurl"],
             path: "Benchmarks/oauthflow-bench",
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "OAuthFlowTests",
-            dependencies: ["OAuthFlow", "OAuthFlowTesting", "TestSupport"],
+            dependencies: ["OAuthFlow", "OAuthFlowURLSession", "OAuthFlowTesting", "TestSupport"],
             swiftSettings: strictSettings
         ),
         // Test-only: runs the built `authflow` binary and a scripted loopback HTTP server. Not a product.
@@ -51,7 +60,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             // "authflow" is listed so that `swift test` builds the binary the CLI integration test runs.
-            dependencies: ["OAuthFlow", "OAuthFlowTesting", "authflow", "TestSupport"],
+            dependencies: ["OAuthFlow", "OAuthFlowURLSession", "OAuthFlowTesting", "authflow", "TestSupport"],
             exclude: ["Server", "README.md"],
             swiftSettings: strictSettings
         ),

@@ -1,20 +1,19 @@
 // Diagnostic modes of oauthflow-bench (not part of the harness contract; see Documentation/Performance.md).
 //
-// `diag-transports`: the same sequential token request through several transports, to split
-// one fetch's time into "URLSession on Linux" and "OAuthFlow's own work":
-//   - urlsession-delegate: OAuthFlow's URLSessionTransport (delegate, streaming size cap)
-//   - urlsession-delegate-nocookies: the same with httpCookieAcceptPolicy .never
-//   - urlsession-completion: a bare URLSession data task with a completion handler (no delegate)
+// `diag-transports`: the same sequential token request through several transports, to compare the
+// libcurl designs and to split one fetch's time into "HTTP client" and "OAuthFlow's own work":
+//   - curl-multi: OAuthFlow's CurlTransport (one curl_multi and its thread, connections kept)
+//   - curl-easy-fresh: a fresh easy handle per request, curl_easy_perform on a Dispatch thread
+//     (a new connection per request: the handle owns its connection cache)
+//   - curl-easy-pooled: the same with easy handles kept in a pool and reset (connections kept)
 //   - rawsocket: a blocking HTTP/1.1 keep-alive socket (a floor for any transport in Swift)
-//   - authflow+rawsocket: AuthFlow.clientCredentials over the raw socket transport, i.e. the
-//     library's cost without URLSession
+//   - authflow+rawsocket / authflow+curl: AuthFlow.clientCredentials over either
 // plus micro-timings of the pieces AuthFlow runs per fetch (JSON parse, store encode).
 // `diag-authflow-raw`: only the authflow+rawsocket loop, for profiling.
 
+internal import CCurl
+import Dispatch
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Glibc
 import OAuthFlow
 import Synchronization
@@ -24,40 +23,77 @@ let benchTokenBody = Data(
     #"{"access_token":"bench-access-token-0123456789abcdef","token_type":"Bearer","expires_in":3600,"refresh_token":"bench-refresh-token-0123456789abcdef"}"#
         .utf8)
 
-/// A bare URLSession with a completion handler: one delegate-queue hop per request instead of three.
-final class CompletionHandlerTransport: HTTPTransport {
-    private let session: URLSession
+/// libcurl's easy interface: `curl_easy_perform` on a Dispatch worker per request, with a fresh
+/// handle each time or one from a pool. The alternative to CurlTransport's multi design, kept here
+/// to measure it (Documentation/Performance.md, "CurlTransport: multi against easy").
+final class EasyPerformTransport: HTTPTransport, @unchecked Sendable {   // safe: the pool is a Mutex; the API table is immutable
+    private let api: UnsafeMutablePointer<c_oauthflow_curl_api>
+    private let pooled: Bool
+    private let pool = Mutex<[EasyBox]>([])
 
-    init(connections: Int) {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.httpMaximumConnectionsPerHost = connections
-        configuration.urlCache = nil
-        configuration.httpCookieStorage = nil
-        session = URLSession(configuration: configuration)
+    /// One easy handle, cleaned up in deinit.
+    final class EasyBox: @unchecked Sendable {   // safe: used by one request at a time (taken from and returned to the pool)
+        let raw: UnsafeMutableRawPointer
+        let api: UnsafeMutablePointer<c_oauthflow_curl_api>
+        init?(_ api: UnsafeMutablePointer<c_oauthflow_curl_api>) {
+            guard let raw = api.pointee.easy_init() else { return nil }
+            self.raw = raw
+            self.api = api
+        }
+        deinit { api.pointee.easy_cleanup(raw) }
+    }
+
+    /// The response body as it arrives.
+    final class Sink {
+        var body = Data()
+    }
+
+    init?(pooled: Bool) {
+        let api = UnsafeMutablePointer<c_oauthflow_curl_api>.allocate(capacity: 1)
+        api.initialize(to: c_oauthflow_curl_api())
+        guard c_oauthflow_curl_load(api) == 0 else { return nil }
+        _ = api.pointee.global_init(Int(CURL_GLOBAL_DEFAULT))
+        self.api = api
+        self.pooled = pooled
     }
 
     func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
-        var urlRequest = URLRequest(url: request.url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: 30)
-        urlRequest.httpMethod = request.method
-        for header in request.headers { urlRequest.addValue(header.value, forHTTPHeaderField: header.name) }
-        urlRequest.httpBody = request.body
-        do {
-            return try await withCheckedThrowingContinuation { continuation in
-                session.dataTask(with: urlRequest) { data, response, error in
-                    if let error { return continuation.resume(throwing: error) }
-                    guard let http = response as? HTTPURLResponse else {
-                        return continuation.resume(throwing: URLError(.badServerResponse))
-                    }
-                    var headers: [String: String] = [:]
-                    for (key, value) in http.allHeaderFields {
-                        if let key = key as? String, let value = value as? String { headers[key] = value }
-                    }
-                    continuation.resume(returning: HTTPResponse(status: http.statusCode, headers: headers, body: data ?? Data()))
-                }.resume()
-            }
-        } catch {
-            throw OAuthError(.transport, message: "completion-handler transport failed", underlying: error)
+        let result = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: self.perform(request)) }
         }
+        return try result.get()
+    }
+
+    private func perform(_ request: HTTPRequest) -> Result<HTTPResponse, OAuthError> {
+        let reused = pooled ? pool.withLock { $0.popLast() } : nil
+        guard let easy = reused ?? EasyBox(api) else { return .failure(OAuthError(.transport, message: "easy_init failed")) }
+        if reused != nil { api.pointee.easy_reset(easy.raw) }   // keeps the handle's connections
+        let handle = easy.raw
+        _ = request.url.absoluteString.withCString { c_oauthflow_curl_easy_setopt_pointer(api, handle, CURLOPT_URL, $0) }
+        _ = c_oauthflow_curl_easy_setopt_long(api, handle, CURLOPT_NOSIGNAL, 1)
+        let body = request.body ?? Data()
+        _ = c_oauthflow_curl_easy_setopt_off(api, handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
+        _ = body.withUnsafeBytes { c_oauthflow_curl_easy_setopt_pointer(api, handle, CURLOPT_COPYPOSTFIELDS, $0.baseAddress) }
+        var list: UnsafeMutablePointer<curl_slist>?
+        for header in request.headers + [("Expect", "")] {
+            list = "\(header.0): \(header.1)".withCString { api.pointee.slist_append(list, $0) }
+        }
+        defer { api.pointee.slist_free_all(list) }
+        _ = c_oauthflow_curl_easy_setopt_pointer(api, handle, CURLOPT_HTTPHEADER, UnsafeRawPointer(list))
+        let sink = Sink()
+        _ = c_oauthflow_curl_easy_setopt_pointer(api, handle, CURLOPT_WRITEDATA, UnsafeRawPointer(Unmanaged.passUnretained(sink).toOpaque()))
+        _ = c_oauthflow_curl_easy_setopt_write(api, handle, CURLOPT_WRITEFUNCTION) { buffer, size, count, context in
+            guard let buffer, let context else { return 0 }
+            Unmanaged<Sink>.fromOpaque(context).takeUnretainedValue().body.append(
+                contentsOf: UnsafeRawBufferPointer(start: buffer, count: size &* count))
+            return size &* count
+        }
+        let code = withExtendedLifetime(sink) { api.pointee.easy_perform(handle) }
+        var status = 0
+        _ = c_oauthflow_curl_easy_getinfo_long(api, handle, CURLINFO_RESPONSE_CODE, &status)
+        if pooled { pool.withLock { $0.append(easy) } }
+        guard code == CURLE_OK else { return .failure(OAuthError(.transport, message: "curl_easy_perform failed: \(code.rawValue)")) }
+        return .success(HTTPResponse(status: status, body: sink.body))
     }
 }
 
@@ -212,26 +248,22 @@ func runDiagTransports(_ config: Config) async -> Int32 {
     let n = config.m1N
     let warmup = config.warmup
 
-    let delegateTransport = makeTransport(connections: config.m2Concurrency)
-    await timeSequential(config, "urlsession_delegate", count: n, warmup: warmup) {
-        do { return try await delegateTransport.send(request).status == 200 } catch { return false }
+    let multi = makeTransport(connections: config.m2Concurrency)
+    await timeSequential(config, "curl_multi", count: n, warmup: warmup) {
+        do { return try await multi.send(request).status == 200 } catch { return false }
     }
-    // The same transport with cookie handling off: corelibs parses every header line for cookies
-    // unless the accept policy is .never (a nil cookie storage alone does not stop it).
-    let noCookies = URLSessionConfiguration.ephemeral
-    noCookies.httpMaximumConnectionsPerHost = config.m2Concurrency
-    noCookies.httpCookieAcceptPolicy = .never
-    noCookies.httpShouldSetCookies = false
-    let noCookieTransport = URLSessionTransport(configuration: noCookies)
-    await timeSequential(config, "urlsession_delegate_nocookies", count: n, warmup: warmup) {
-        do { return try await noCookieTransport.send(request).status == 200 } catch { return false }
+    if let fresh = EasyPerformTransport(pooled: false) {
+        await timeSequential(config, "curl_easy_fresh", count: n, warmup: warmup) {
+            do { return try await fresh.send(request).status == 200 } catch { return false }
+        }
     }
-    await timeSequential(config, "urlsession_delegate_again", count: n, warmup: warmup) {
-        do { return try await delegateTransport.send(request).status == 200 } catch { return false }
+    if let pooled = EasyPerformTransport(pooled: true) {
+        await timeSequential(config, "curl_easy_pooled", count: n, warmup: warmup) {
+            do { return try await pooled.send(request).status == 200 } catch { return false }
+        }
     }
-    let completion = CompletionHandlerTransport(connections: config.m2Concurrency)
-    await timeSequential(config, "urlsession_completion", count: n, warmup: warmup) {
-        do { return try await completion.send(request).status == 200 } catch { return false }
+    await timeSequential(config, "curl_multi_again", count: n, warmup: warmup) {
+        do { return try await multi.send(request).status == 200 } catch { return false }
     }
     await timeSequential(config, "rawsocket", count: n, warmup: warmup) {
         do { return try await raw.send(request).status == 200 } catch { return false }
@@ -239,8 +271,8 @@ func runDiagTransports(_ config: Config) async -> Int32 {
     if let flow = await makeFlow(config, transport: raw) {
         await timeSequential(config, "authflow_rawsocket", count: n, warmup: warmup) { await fetch(flow) }
     }
-    if let flow = await makeFlow(config, transport: delegateTransport) {
-        await timeSequential(config, "authflow_urlsession", count: n, warmup: warmup) { await fetch(flow) }
+    if let flow = await makeFlow(config, transport: multi) {
+        await timeSequential(config, "authflow_curl", count: n, warmup: warmup) { await fetch(flow) }
     }
 
     // Pieces of AuthFlow's per-fetch work, measured alone.

@@ -6,7 +6,7 @@
 //
 // Everything goes through OAuthFlow's public API: AuthFlow.clientCredentials(provider:) for a
 // fresh fetch (a real HTTP request each, client_secret_basic), AuthFlow.accessToken(for:) for the
-// cached lookup, PKCE() for the verifier/challenge pair, URLSessionTransport for HTTP.
+// cached lookup, PKCE() for the verifier/challenge pair, CurlTransport (the default) for HTTP.
 //
 // Output: `RESULT <name> <metric> <value>` lines on stdout; diagnostics on stderr.
 // Each loop stops at BENCH_DEADLINE_S after the mode started and reports what it completed.
@@ -17,9 +17,6 @@
 
 import Dispatch
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Glibc
 import OAuthFlow
 import Synchronization
@@ -142,18 +139,10 @@ func makeProvider(_ config: Config) -> Provider? {
     return Provider(id: providerID, tokenURL: url, clientID: config.clientID, clientSecret: Secret(config.clientSecret))
 }
 
-/// One URLSession-backed transport whose pool allows `connections` connections to the host
-/// (the harness asks for at least BENCH_M2_CONCURRENCY; Foundation's default is 6).
-/// BENCH_OAUTHFLOW_MAX_CONN overrides the pool size (diagnostics only; 0 keeps Foundation's default).
-func makeTransport(connections: Int) -> URLSessionTransport {
-    let configuration = URLSessionConfiguration.ephemeral
-    let override = Int(Config.env("BENCH_OAUTHFLOW_MAX_CONN", "-1")) ?? -1
-    if override > 0 {
-        configuration.httpMaximumConnectionsPerHost = override
-    } else if override < 0 {
-        configuration.httpMaximumConnectionsPerHost = max(connections, configuration.httpMaximumConnectionsPerHost)
-    }
-    return URLSessionTransport(configuration: configuration)
+/// The default transport: one `curl_multi` whose connection cache keeps up to 64 connections, which
+/// covers the harness's BENCH_M2_CONCURRENCY; `connections` is kept for the call sites.
+func makeTransport(connections: Int) -> CurlTransport {
+    CurlTransport()
 }
 
 func makeFlow(
@@ -486,7 +475,7 @@ func runPKCE(_ config: Config) -> Int32 {
 // MARK: - diag-seq: where the time of one sequential fetch goes
 
 /// Times the same number of fetches through the bare transport (same request shape as the
-/// library builds) and through AuthFlow, to separate URLSession cost from AuthFlow's own.
+/// library builds) and through AuthFlow, to separate the HTTP client's cost from AuthFlow's own.
 func runDiagSequential(_ config: Config) async -> Int32 {
     let transport = makeTransport(connections: config.m2Concurrency)
     guard let flow = await makeFlow(config, transport: transport), let url = URL(string: config.tokenURL) else { return 1 }

@@ -1,7 +1,4 @@
 public import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Dispatch
 import Glibc
 public import OAuthFlow
@@ -14,7 +11,7 @@ import Synchronization
 public enum Authflow {
     /// What a run uses from the outside world; tests replace each part.
     public struct Services: Sendable {
-        /// The HTTP transport; nil means a `URLSessionTransport`, created on the first request only.
+        /// The HTTP transport; nil means a `CurlTransport`, which loads libcurl on its first request only.
         public var transport: (any HTTPTransport)?
         /// Sleeps between device polls.
         public var clock: any Clock<Duration>
@@ -241,7 +238,7 @@ struct Context: Sendable {
         }
     }
 
-    var transport: any HTTPTransport { services.transport ?? LazyURLSessionTransport() }
+    var transport: any HTTPTransport { services.transport ?? CurlTransport() }
 
     func flowOptions(log: (@Sendable (LogRecord) -> Void)? = nil) -> AuthFlow.Options {
         AuthFlow.Options(clock: services.clock, now: services.now, userAgent: "authflow/\(Authflow.version)", log: log)
@@ -306,21 +303,5 @@ struct Context: Sendable {
             return (try? configURL().path).map { "Check the catalog at \($0)." }
         case .none: return nil
         }
-    }
-}
-
-/// A `URLSessionTransport` created on the first request, so commands that answer from the
-/// store (`token` with a valid token, `status`) never set up a session.
-final class LazyURLSessionTransport: HTTPTransport {
-    private let transport = Mutex<URLSessionTransport?>(nil)
-
-    func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
-        let transport = self.transport.withLock { transport in
-            if let transport { return transport }
-            let made = URLSessionTransport()
-            transport = made
-            return made
-        }
-        return try await transport.send(request)
     }
 }

@@ -1,6 +1,5 @@
 import Foundation
 import OAuthFlow
-import OAuthFlowTesting
 import Synchronization
 
 /// A clock for the demo: time really passes, `factor` times faster than on the wall.
@@ -71,7 +70,64 @@ final class DemoTransport: HTTPTransport {
     }
 }
 
-/// `authflow demo`: the main job end to end, offline, against `OAuthFlowTesting.MockProvider`.
+/// An authorization server inside the process: answers each request from a script per URL path, in
+/// order, the last one repeating. No URLSession and no socket, so the CLI never links FoundationNetworking.
+final class DemoServer: HTTPTransport {
+    /// The host its providers point at (`.test` never resolves, RFC 6761).
+    let host = "authflow-demo-\(UUID().uuidString.prefix(8).lowercased()).test"
+    private let scripts = Mutex<[String: [HTTPResponse]]>([:])
+
+    func url(_ path: String) -> URL { URL(string: "https://\(host)\(path)")! }
+
+    func provider(id: String, clientSecret: String? = nil, scopes: [String], redirectURI: URL?) -> Provider {
+        Provider(
+            id: id, authorizationURL: url("/authorize"), tokenURL: url("/token"), deviceAuthorizationURL: url("/device/code"),
+            clientID: "demo-client", clientSecret: clientSecret.map(Secret.init), redirectURI: redirectURI, scopes: scopes)
+    }
+
+    func script(_ path: String, _ objects: [(status: Int, object: [String: any Sendable])]) {
+        let responses = objects.map { reply in
+            let body = (try? JSONSerialization.data(withJSONObject: reply.object, options: [.sortedKeys])) ?? Data("{}".utf8)
+            return HTTPResponse(status: reply.status, headers: ["Content-Type": "application/json"], body: body)
+        }
+        scripts.withLock { $0[path, default: []] += responses }
+    }
+
+    func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
+        guard request.url.host == host else { throw OAuthError(.transport, message: "could not resolve \(request.url.host ?? "?")") }
+        let response = scripts.withLock { scripts -> HTTPResponse? in
+            guard var queue = scripts[request.url.path], let first = queue.first else { return nil }
+            if queue.count > 1 { queue.removeFirst() }
+            scripts[request.url.path] = queue
+            return first
+        }
+        return response ?? HTTPResponse(status: 404, headers: ["Content-Type": "application/json"], body: Data(#"{"error":"not_found"}"#.utf8))
+    }
+
+    static func token(access: String, expiresIn: Int, refresh: String? = nil, scope: String) -> (status: Int, object: [String: any Sendable]) {
+        var object: [String: any Sendable] = ["access_token": access, "token_type": "Bearer", "expires_in": expiresIn, "scope": scope]
+        if let refresh { object["refresh_token"] = refresh }
+        return (200, object)
+    }
+
+    static func error(_ code: String, description: String) -> (status: Int, object: [String: any Sendable]) {
+        (400, ["error": code, "error_description": description])
+    }
+}
+
+/// Sends each request to the ``DemoServer`` of its host.
+struct DemoRouter: HTTPTransport {
+    let hosts: [DemoServer]
+
+    func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
+        guard let server = hosts.first(where: { $0.host == request.url.host }) else {
+            throw OAuthError(.transport, message: "could not resolve \(request.url.host ?? "?")")
+        }
+        return try await server.send(request)
+    }
+}
+
+/// `authflow demo`: the main job end to end, offline, against a ``DemoServer`` in the process.
 struct Demo {
     static let speedup = 20
     let context: Context
@@ -86,27 +142,28 @@ struct Demo {
         defer { try? fileManager.removeItem(at: temporary) }
         let clock = ScaledClock(factor: Self.speedup)
 
-        // The embedded provider: two mock hosts, one per provider, so their scripts stay apart.
-        let deviceHost = MockProvider()
-        let serviceHost = MockProvider()
+        // The embedded provider: two in-memory hosts, one per provider, so their scripts stay apart.
+        let deviceHost = DemoServer()
+        let serviceHost = DemoServer()
         let secret = "demo-secret-" + Self.random()
-        let device = deviceHost.provider(id: "demo-device", scopes: ["read", "profile"])
+        let device = deviceHost.provider(id: "demo-device", scopes: ["read", "profile"], redirectURI: URL(string: "http://127.0.0.1:8765/callback"))
         let service = serviceHost.provider(id: "demo-service", clientSecret: secret, scopes: ["billing:read"], redirectURI: nil)
-        deviceHost.script(.deviceAuthorization, [.deviceCode(
-            device: "mock_dc_" + Self.random(), user: "WDJB-MJHT", verificationURI: "https://\(deviceHost.host)/device",
-            complete: "https://\(deviceHost.host)/device?user_code=WDJB-MJHT", expiresIn: 900, interval: 5)])
-        deviceHost.script(.token, [
-            .oauthError("authorization_pending", description: "the user has not approved yet"),
-            .oauthError("slow_down", description: "polling too fast"),
-            .oauthError("authorization_pending", description: "the user has not approved yet"),
-            .token(access: "mock_at_" + Self.random(), expiresIn: 3600, refresh: "mock_rt_" + Self.random(), scope: "read profile"),
-            .token(access: "mock_at_" + Self.random(), expiresIn: 3600, refresh: "mock_rt_" + Self.random(), scope: "read profile"),
+        deviceHost.script("/device/code", [(200, [
+            "device_code": "mock_dc_" + Self.random(), "user_code": "WDJB-MJHT", "verification_uri": "https://\(deviceHost.host)/device",
+            "verification_uri_complete": "https://\(deviceHost.host)/device?user_code=WDJB-MJHT", "expires_in": 900, "interval": 5,
+        ])])
+        deviceHost.script("/token", [
+            DemoServer.error("authorization_pending", description: "the user has not approved yet"),
+            DemoServer.error("slow_down", description: "polling too fast"),
+            DemoServer.error("authorization_pending", description: "the user has not approved yet"),
+            DemoServer.token(access: "mock_at_" + Self.random(), expiresIn: 3600, refresh: "mock_rt_" + Self.random(), scope: "read profile"),
+            DemoServer.token(access: "mock_at_" + Self.random(), expiresIn: 3600, refresh: "mock_rt_" + Self.random(), scope: "read profile"),
         ])
-        serviceHost.script(.token, [.token(access: "mock_at_" + Self.random(), expiresIn: 1800, scope: "billing:read")])
+        serviceHost.script("/token", [DemoServer.token(access: "mock_at_" + Self.random(), expiresIn: 1800, scope: "billing:read")])
 
         out.write("""
             \(style.bold("authflow demo")): the main job, end to end, offline.
-            The provider is OAuthFlowTesting's MockProvider, embedded in this process: no network, no real account.
+            The provider is a scripted authorization server inside this process: no network, no real account.
             Time runs \(Self.speedup)× faster in the demo (a 5 s poll interval takes 0.25 s); times below are demo time.
             Tokens are stored in a temporary store, \(temporary.path), removed at the end. No token is printed.
 
@@ -121,7 +178,8 @@ struct Demo {
             return "[\(text)s]"
         }
         // Wire lines wait until every state published so far has been printed: one ordered story.
-        let transport = DemoTransport(base: URLSessionTransport(configuration: MockProvider.sessionConfiguration())) { [out] line in
+        let server = DemoRouter(hosts: [deviceHost, serviceHost])
+        let transport = DemoTransport(base: server) { [out] line in
             if let flow = flowBox.withLock({ $0 }), let reporter = reporterBox.withLock({ $0 }) {
                 await reporter.waitUntilHandled(flow.state)
             }

@@ -3,6 +3,7 @@ public import Foundation
 public import FoundationNetworking
 #endif
 public import OAuthFlow
+public import OAuthFlowURLSession
 import Synchronization
 
 /// A scripted authorization server served in-process through `URLProtocol`: no socket, no network.

@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import OAuthFlow
+import OAuthFlowURLSession
 import OAuthFlowTesting
 import Testing
 
@@ -150,7 +151,7 @@ struct TokenEndpointTests {
         #expect(error.isRetryable)
     }
 
-    static let limit = URLSessionTransport.defaultMaximumBodySize
+    static let limit = CurlTransport.defaultMaximumBodySize
 
     /// A valid token response of exactly `size` bytes.
     static func paddedToken(size: Int) -> MockResponse {
@@ -181,6 +182,25 @@ struct TokenEndpointTests {
             providers: [mock.provider(id: "svc", clientSecret: "s")], transport: transport, options: options(clock))
         let error = await #expect(throws: OAuthError.self) { try await flow.clientCredentials(provider: "svc") }
         #expect(error?.code == .invalidResponse)
+    }
+
+    @Test("the limit is the transport's maximumBodySize, not a fixed 1 MiB")
+    func limitComesFromTransport() async throws {
+        let body = Data(Self.paddedToken(size: 600).body)
+        for (limit, accepted) in [(599, false), (600, true)] {
+            let transport = FixedTransport(
+                response: HTTPResponse(status: 200, headers: ["content-type": "application/json"], body: body), maximumBodySize: limit)
+            let flow = try await AuthFlow(
+                providers: [mock.provider(id: "svc", clientSecret: "s")], transport: transport, options: options(clock))
+            do {
+                _ = try await flow.clientCredentials(provider: "svc")
+                #expect(accepted)
+            } catch {
+                #expect(!accepted)
+                #expect(error.code == .invalidResponse)
+                #expect(error.message?.contains("exceeds 599 bytes") == true)
+            }
+        }
     }
 
     @Test("a 3xx is not followed: the other host gets nothing and the error is .httpStatus (RFC 9700 §4.11)", arguments: [
@@ -240,5 +260,6 @@ struct TokenEndpointTests {
 /// A transport that answers every request with one response.
 struct FixedTransport: HTTPTransport {
     let response: HTTPResponse
+    var maximumBodySize = 1 << 20
     func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse { response }
 }

@@ -5,7 +5,7 @@ import Synchronization
 /// A scripted authorization server on 127.0.0.1 over real sockets: for tests that run the built
 /// `authflow` binary, which cannot reach an in-process `MockProvider`, and for transport tests
 /// that need real HTTP (redirects, oversized bodies). Serves one request per connection on a thread
-/// of its own; each path answers its scripted replies in order, then repeats the last.
+/// of its own (several with `keepAlive`); each path answers its scripted replies in order, then repeats the last.
 public final class TestHTTPServer: Sendable {
     /// One scripted answer.
     public struct Reply: Sendable {
@@ -73,11 +73,16 @@ public final class TestHTTPServer: Sendable {
     private let inner = Mutex(Inner())
     private let listener: Int32
     private let stopped = Mutex(false)
+    private let accepted = Mutex(0)
+    private let keepAlive: Bool
     /// The port it listens on, on 127.0.0.1.
     public let port: UInt16
 
     /// Binds 127.0.0.1 on an ephemeral port and starts serving.
-    public init() throws {
+    /// - Parameter keepAlive: serve requests on a connection until the client closes it (or is idle 5 s)
+    ///   instead of answering `Connection: close`.
+    public init(keepAlive: Bool = false) throws {
+        self.keepAlive = keepAlive
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EIO) }
         var one: Int32 = 1
@@ -115,6 +120,9 @@ public final class TestHTTPServer: Sendable {
         inner.withLock { $0.requests }.filter { path == nil || $0.path == path }
     }
 
+    /// How many connections were accepted so far.
+    public var connectionCount: Int { accepted.withLock { $0 } }
+
     /// Stops accepting (the serving thread notices within 100 ms).
     public func stop() { stopped.withLock { $0 = true } }
 
@@ -124,12 +132,15 @@ public final class TestHTTPServer: Sendable {
             guard poll(&ready, 1, 100) > 0 else { continue }
             let client = accept(listener, nil, nil)
             guard client >= 0 else { continue }
-            handle(client)
+            accepted.withLock { $0 += 1 }
+            var served = 0
+            while handle(client), keepAlive, served < 1000, !stopped.withLock({ $0 }) { served += 1 }
             close(client)
         }
     }
 
-    private func handle(_ fd: Int32) {
+    /// Serves one request; false when the connection must close.
+    private func handle(_ fd: Int32) -> Bool {
         var limit = timeval(tv_sec: 5, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         var data = [UInt8]()
@@ -139,7 +150,7 @@ public final class TestHTTPServer: Sendable {
         while data.count < 1 << 20 {
             if let end = headEnd, data.count >= end + contentLength { break }
             let count = recv(fd, &buffer, buffer.count, 0)
-            guard count > 0 else { return }
+            guard count > 0 else { return false }
             data += buffer[0..<count]
             if headEnd == nil, let range = Self.find([13, 10, 13, 10], in: data) {
                 headEnd = range
@@ -152,7 +163,7 @@ public final class TestHTTPServer: Sendable {
                 }
             }
         }
-        guard let end = headEnd else { return }
+        guard let end = headEnd else { return false }
         let head = String(decoding: data[0..<(end - 4)], as: UTF8.self)
         let lines = head.split(separator: "\r\n").map(String.init)
         let requestLine = lines.first?.split(separator: " ").map(String.init) ?? []
@@ -175,7 +186,8 @@ public final class TestHTTPServer: Sendable {
             return inner.last[path] ?? Reply(status: 404, body: #"{"error":"not_found"}"#)
         }
         let body = Array(reply.body.utf8)
-        var response = "HTTP/1.1 \(reply.status) X\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        let persistent = keepAlive && !reply.closeDelimited
+        var response = "HTTP/1.1 \(reply.status) X\r\nContent-Type: application/json\r\nConnection: \(persistent ? "keep-alive" : "close")\r\n"
         if !reply.closeDelimited { response += "Content-Length: \(body.count)\r\n" }
         for (name, value) in reply.headers.sorted(by: { $0.key < $1.key }) { response += "\(name): \(value)\r\n" }
         response += "\r\n"
@@ -183,9 +195,10 @@ public final class TestHTTPServer: Sendable {
         var sent = 0
         while sent < bytes.count {   // large bodies go out in several writes; stop when the client hangs up
             let count = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
-            guard count > 0 else { break }
+            guard count > 0 else { return false }
             sent += count
         }
+        return persistent
     }
 
     static func find(_ needle: [UInt8], in data: [UInt8]) -> Int? {

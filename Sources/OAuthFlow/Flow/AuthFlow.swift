@@ -69,7 +69,7 @@ public actor AuthFlow {
     ///   `.storage` when the store cannot list its entries.
     public init(
         providers: [Provider], store: any SecretStore = MemorySecretStore(),
-        transport: any HTTPTransport = URLSessionTransport(), options: Options = Options()
+        transport: any HTTPTransport = CurlTransport(), options: Options = Options()
     ) async throws(OAuthError) {
         var byID: [String: Provider] = [:]
         for provider in providers {
@@ -91,7 +91,7 @@ public actor AuthFlow {
     /// - Throws: ``OAuthError`` `.configuration` naming the provider, key and reason.
     public init(
         catalogURL: URL, store: any SecretStore = MemorySecretStore(),
-        transport: any HTTPTransport = URLSessionTransport(), options: Options = Options()
+        transport: any HTTPTransport = CurlTransport(), options: Options = Options()
     ) async throws(OAuthError) {
         try await self.init(providers: ProviderCatalog.load(contentsOf: catalogURL), store: store, transport: transport, options: options)
     }

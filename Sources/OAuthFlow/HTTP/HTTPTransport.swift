@@ -106,7 +106,7 @@ extension URL {
 
 /// The seam through which every request leaves OAuthFlow.
 ///
-/// The default is ``URLSessionTransport``. Implement it to route through your own HTTP client,
+/// The default is ``CurlTransport``; `URLSessionTransport` is in the `OAuthFlowURLSession` product. Implement it to route through your own HTTP client,
 /// add tracing, or script responses in tests:
 ///
 /// ```swift
@@ -126,4 +126,13 @@ public protocol HTTPTransport: Sendable {
     /// - Throws: ``OAuthError`` `.transport` when no response arrived, `.cancelled` on cancellation,
     ///   `.invalidResponse` when the body exceeds the limit.
     func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse
+
+    /// The largest response body this transport accepts, in bytes; OAuthFlow refuses a larger one
+    /// with `.invalidResponse` even if the transport returned it. Defaults to 1 MiB.
+    var maximumBodySize: Int { get }
+}
+
+extension HTTPTransport {
+    /// 1 MiB, for transports that do not say.
+    public var maximumBodySize: Int { 1 << 20 }
 }

@@ -56,9 +56,9 @@ struct EndpointClient: Sendable {
             throw error
         }
         log.debug(provider, "\(endpoint.rawValue) answered \(response.status) \(response.mediaType ?? "-") \(response.body.count) bytes")
-        guard response.body.count <= URLSessionTransport.defaultMaximumBodySize else {
+        guard response.body.count <= transport.maximumBodySize else {
             throw OAuthError(.invalidResponse, providerID: provider.id, endpoint: endpoint, httpStatus: response.status,
-                             message: "the response body exceeds \(URLSessionTransport.defaultMaximumBodySize) bytes")
+                             message: "the response body exceeds \(transport.maximumBodySize) bytes")
         }
         let object = Self.parseBody(response)
         if let object, let errorResponse = Self.errorResponse(in: object) {

@@ -1,5 +1,6 @@
 import Foundation
 import OAuthFlow
+import OAuthFlowURLSession
 import Synchronization
 import Testing
 

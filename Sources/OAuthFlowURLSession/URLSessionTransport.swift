@@ -2,19 +2,21 @@ public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
+public import OAuthFlow
 import Synchronization
 
-/// The default ``HTTPTransport``: a `URLSession` that never follows redirects and caps body size.
+/// An `HTTPTransport` over `URLSession` that never follows redirects and caps body size.
 ///
-/// Pass a `URLSessionConfiguration` whose `protocolClasses` hold a mock (see `OAuthFlowTesting`)
-/// to test without a network.
+/// OAuthFlow's default is `CurlTransport`; use this one for a `URLProtocol` mock (see
+/// `OAuthFlowTesting`) or to share a `URLSessionConfiguration`: pass it as `transport:` to `AuthFlow`.
 public final class URLSessionTransport: HTTPTransport {
     /// The largest body accepted: 1 MiB.
     public static let defaultMaximumBodySize = 1 << 20
 
     private let session: URLSession
     private let delegate: Delegate
-    private let maximumBodySize: Int
+    /// The largest body accepted; `EndpointClient` applies the same bound.
+    public let maximumBodySize: Int
     private let timeout: TimeInterval
 
     /// Creates a transport over a fresh session built from `configuration`.

@@ -1,0 +1,122 @@
+internal import CCurl
+import Foundation
+
+/// libcurl, opened with `dlopen` on the first request of the process and kept open.
+///
+/// Not linked: a process that never sends a request does not load libcurl and its dependencies.
+final class CurlLibrary: @unchecked Sendable {   // safe: an immutable table of C function pointers, never freed
+    /// The resolved entry points; the typed `c_oauthflow_curl_*` wrappers take this table.
+    let api: UnsafeMutablePointer<c_oauthflow_curl_api>
+
+    private init(api: UnsafeMutablePointer<c_oauthflow_curl_api>) { self.api = api }
+
+    /// The process's libcurl, or why it cannot be used.
+    static let shared: Result<CurlLibrary, OAuthError> = load()
+
+    private static func load() -> Result<CurlLibrary, OAuthError> {
+        let api = UnsafeMutablePointer<c_oauthflow_curl_api>.allocate(capacity: 1)
+        api.initialize(to: c_oauthflow_curl_api())
+        guard c_oauthflow_curl_load(api) == 0 else {
+            api.deallocate()
+            return .failure(OAuthError(
+                .configuration, message: "libcurl.so.4 could not be loaded; install libcurl (Debian: apt-get install libcurl4)"))
+        }
+        // Thread-safe from libcurl 7.84 on; this runs once, under Swift's lazy-global lock, in any case.
+        guard api.pointee.global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK else {
+            return .failure(OAuthError(.configuration, message: "curl_global_init failed"))
+        }
+        return .success(CurlLibrary(api: api))
+    }
+
+    /// libcurl's text for `code` (a static English sentence; it holds no request data).
+    func describe(_ code: CURLcode) -> String {
+        api.pointee.easy_strerror(code).map { String(cString: $0) } ?? "curl error \(code.rawValue)"
+    }
+}
+
+/// Owns one `CURL` easy handle; `curl_easy_cleanup` in `deinit`.
+final class CurlEasyHandle {
+    let raw: UnsafeMutableRawPointer
+    private let library: CurlLibrary
+
+    init?(_ library: CurlLibrary) {
+        guard let raw = library.api.pointee.easy_init() else { return nil }
+        self.raw = raw
+        self.library = library
+    }
+
+    deinit { library.api.pointee.easy_cleanup(raw) }
+
+    @discardableResult
+    func set(_ option: CURLoption, _ value: Int) -> CURLcode {
+        c_oauthflow_curl_easy_setopt_long(library.api, raw, option, value)
+    }
+
+    @discardableResult
+    func set(_ option: CURLoption, offset value: Int64) -> CURLcode {
+        c_oauthflow_curl_easy_setopt_off(library.api, raw, option, curl_off_t(value))
+    }
+
+    /// A string option; libcurl copies it.
+    @discardableResult
+    func set(_ option: CURLoption, _ value: String) -> CURLcode {
+        value.withCString { c_oauthflow_curl_easy_setopt_pointer(library.api, raw, option, $0) }
+    }
+
+    @discardableResult
+    func set(_ option: CURLoption, pointer value: UnsafeRawPointer?) -> CURLcode {
+        c_oauthflow_curl_easy_setopt_pointer(library.api, raw, option, value)
+    }
+
+    @discardableResult
+    func set(_ option: CURLoption, callback: curl_write_callback) -> CURLcode {
+        c_oauthflow_curl_easy_setopt_write(library.api, raw, option, callback)
+    }
+
+    func info(_ info: CURLINFO) -> Int {
+        var value = 0
+        _ = c_oauthflow_curl_easy_getinfo_long(library.api, raw, info, &value)
+        return value
+    }
+
+    func info(offset info: CURLINFO) -> Int64 {
+        var value: curl_off_t = 0
+        _ = c_oauthflow_curl_easy_getinfo_off(library.api, raw, info, &value)
+        return Int64(value)
+    }
+}
+
+/// Owns one `curl_slist` of request headers; `curl_slist_free_all` in `deinit`.
+final class CurlHeaderList {
+    private(set) var raw: UnsafeMutablePointer<curl_slist>?
+    private let library: CurlLibrary
+
+    init(_ library: CurlLibrary) { self.library = library }
+
+    deinit { library.api.pointee.slist_free_all(raw) }
+
+    /// Appends one `Name: value` line; false when libcurl could not allocate.
+    func append(_ line: String) -> Bool {
+        guard let appended = line.withCString({ library.api.pointee.slist_append(raw, $0) }) else { return false }
+        raw = appended
+        return true
+    }
+}
+
+/// Owns one `CURLM` multi handle; `curl_multi_cleanup` in `deinit`.
+final class CurlMultiHandle {
+    let raw: UnsafeMutableRawPointer
+    let library: CurlLibrary
+
+    init?(_ library: CurlLibrary) {
+        guard let raw = library.api.pointee.multi_init() else { return nil }
+        self.raw = raw
+        self.library = library
+    }
+
+    deinit { _ = library.api.pointee.multi_cleanup(raw) }
+
+    func set(_ option: CURLMoption, _ value: Int) {
+        _ = c_oauthflow_curl_multi_setopt_long(library.api, raw, option, value)
+    }
+}

@@ -1,0 +1,368 @@
+import Foundation
+import Glibc
+import OAuthFlow
+import Synchronization
+import TestSupport
+import Testing
+
+/// CurlTransport against loopback servers that misbehave: what only a real socket shows.
+///
+/// Deadlines here are short (1–2 s) and set on the transport; the suite's time limit bounds every test.
+@Suite("CurlTransport over real sockets on 127.0.0.1", .timeLimit(.minutes(1)))
+struct CurlTransportTests {
+    private func transport(
+        maximumBodySize: Int = 1 << 20, timeout: TimeInterval = 10, connectTimeout: TimeInterval = 10,
+        proxy: CurlTransport.Proxy = .none
+    ) -> CurlTransport {
+        CurlTransport(maximumBodySize: maximumBodySize, timeout: timeout, connectTimeout: connectTimeout, proxy: proxy)
+    }
+
+    private func get(_ base: String, _ path: String = "/token") -> HTTPRequest {
+        HTTPRequest(method: "GET", url: URL(string: base + path)!, headers: [("Authorization", "Bearer at-secret")])
+    }
+
+    /// Waits (at most 5 s, in 10 ms steps) until `condition` holds; returns whether it did.
+    private func eventually(_ condition: () -> Bool) async -> Bool {
+        for _ in 0..<500 {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return condition()
+    }
+
+    // MARK: Connections
+
+    @Test("sequential requests to one host reuse one keep-alive connection")
+    func keepAliveReuse() async throws {
+        let server = try TestHTTPServer(keepAlive: true)
+        defer { server.stop() }
+        server.script("/token", [.token("at")])
+        let transport = transport()
+
+        for _ in 0..<5 {
+            let response = try await transport.send(TransportTableTests.tokenRequest(server.baseURL))
+            #expect(response.status == 200)
+        }
+
+        #expect(server.requests("/token").count == 5)
+        #expect(server.connectionCount == 1)
+    }
+
+    @Test("two transports do not share connections (the pool belongs to the transport)")
+    func poolPerTransport() async throws {
+        let server = try TestHTTPServer(keepAlive: true)
+        defer { server.stop() }
+        server.script("/token", [.token("at")])
+
+        _ = try await transport().send(TransportTableTests.tokenRequest(server.baseURL))
+        _ = try await transport().send(TransportTableTests.tokenRequest(server.baseURL))
+
+        #expect(server.connectionCount == 2)
+    }
+
+    // MARK: Deadlines
+
+    @Test("a server trickling one byte a second cannot extend the total deadline")
+    func trickleHitsTotalDeadline() async throws {
+        let sent = Mutex(0)
+        let server = try LoopbackServer { connection in
+            connection.readHead()
+            connection.write("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+            for _ in 0..<30 where !connection.isStopped {
+                guard connection.write("x") else { return }
+                sent.withLock { $0 += 1 }
+                sleep(1)
+            }
+        }
+        defer { server.stop() }
+
+        let error = await #expect(throws: OAuthError.self) {
+            try await transport(timeout: 2).send(get(server.baseURL))
+        }
+
+        #expect(error?.code == .transport)
+        #expect(error?.message?.contains("total deadline (2 s)") == true, "\(String(describing: error?.message))")
+        #expect(sent.withLock { $0 } >= 1, "the server did send body bytes before the deadline")
+    }
+
+    @Test("a server that accepts and never answers ends at the total deadline")
+    func silentServer() async throws {
+        let server = try LoopbackServer { connection in
+            connection.readHead()
+            for _ in 0..<300 where !connection.isStopped { usleep(100_000) }
+        }
+        defer { server.stop() }
+
+        let error = await #expect(throws: OAuthError.self) { try await transport(timeout: 1).send(get(server.baseURL)) }
+
+        #expect(error?.code == .transport)
+        #expect(error?.isRetryable == true)
+        #expect(error?.message?.contains("total deadline (1 s)") == true)
+    }
+
+    @Test("a listener that never accepts ends at the connect timeout, which the message names")
+    func connectTimeout() async throws {
+        let server = try LoopbackServer(backlog: 0, handler: nil)
+        let occupant = try server.occupy()   // the accept queue is full: the next SYN is dropped
+        defer { close(occupant) }
+
+        let error = await #expect(throws: OAuthError.self) {
+            try await transport(timeout: 10, connectTimeout: 1).send(get(server.baseURL))
+        }
+
+        #expect(error?.code == .transport)
+        #expect(error?.message?.contains("connect timeout (1 s)") == true, "\(String(describing: error?.message))")
+    }
+
+    // MARK: Size limit
+
+    @Test("an endless body stops at the limit with .invalidResponse, without being read to the end",
+          arguments: [nil, "chunked"] as [String?])
+    func endlessBody(encoding: String?) async throws {
+        let written = Mutex(0)
+        let server = try LoopbackServer { connection in
+            connection.readHead()
+            let framing = encoding.map { "Transfer-Encoding: \($0)\r\n" } ?? "Connection: close\r\n"
+            connection.write("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\(framing)\r\n")
+            let chunk = [UInt8](repeating: UInt8(ascii: "a"), count: 64 << 10)
+            let framed = encoding == nil ? chunk : Array("10000\r\n".utf8) + chunk + [13, 10]
+            for _ in 0..<(1 << 14) where !connection.isStopped {   // up to 1 GiB
+                guard connection.write(framed) else { return }
+                written.withLock { $0 += framed.count }
+            }
+        }
+        defer { server.stop() }
+
+        let error = await #expect(throws: OAuthError.self) {
+            try await transport(maximumBodySize: 1 << 20).send(get(server.baseURL))
+        }
+
+        #expect(error?.code == .invalidResponse)
+        #expect(error?.httpStatus == 200)
+        #expect(error?.message?.contains("exceeds 1048576 bytes") == true)
+        // The client hung up: what the server could write is the limit plus the sockets' buffers, far from 1 GiB.
+        #expect(await eventually { written.withLock { $0 } < 64 << 20 })
+    }
+
+    @Test("a Content-Length over the limit is refused before the body is read")
+    func declaredLengthOverLimit() async throws {
+        let written = Mutex(0)
+        let server = try LoopbackServer { connection in
+            connection.readHead()
+            connection.write("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n")
+            let chunk = [UInt8](repeating: UInt8(ascii: "a"), count: 64 << 10)
+            for _ in 0..<(1 << 14) where !connection.isStopped {
+                guard connection.write(chunk) else { return }
+                written.withLock { $0 += chunk.count }
+            }
+        }
+        defer { server.stop() }
+
+        let error = await #expect(throws: OAuthError.self) {
+            try await transport(maximumBodySize: 4096).send(get(server.baseURL))
+        }
+
+        #expect(error?.code == .invalidResponse)
+        #expect(error?.message?.contains("exceeds 4096 bytes") == true)
+        #expect(await eventually { written.withLock { $0 } < 64 << 20 })
+    }
+
+    // MARK: TLS and protocols
+
+    @Test("a self-signed certificate is rejected with .transport (peer verification is always on)")
+    func selfSignedRejected() async throws {
+        let tls = try SelfSignedTLSServer()
+        defer { tls.stop() }
+
+        let error = await #expect(throws: OAuthError.self) {
+            try await transport(timeout: 10).send(get("https://localhost:\(tls.port)", "/"))
+        }
+
+        #expect(error?.code == .transport)
+        #expect(error?.message?.contains("TLS") == true, "\(String(describing: error?.message))")
+    }
+
+    @Test("only http and https URLs are sent", arguments: ["file:///etc/passwd", "ftp://127.0.0.1/x", "gopher://127.0.0.1/x"])
+    func otherSchemesRefused(url: String) async throws {
+        let request = HTTPRequest(method: "GET", url: URL(string: url)!)
+
+        let error = await #expect(throws: OAuthError.self) { try await transport().send(request) }
+
+        #expect(error?.code == .transport)
+        #expect(error?.message?.contains("only http and https") == true, "\(String(describing: error?.message))")
+    }
+
+    @Test("a header value with a line break is refused before anything is sent")
+    func headerInjectionRefused() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let request = HTTPRequest(
+            method: "GET", url: URL(string: server.baseURL + "/token")!, headers: [("Authorization", "Bearer at-secret\r\nX-Evil: 1")])
+
+        let error = await #expect(throws: OAuthError.self) { try await transport().send(request) }
+
+        #expect(error?.code == .configuration)
+        #expect(!String(reflecting: error).contains("at-secret"))
+        #expect(server.requests().isEmpty)
+    }
+
+    // MARK: Proxy
+
+    @Test("an explicit proxy receives the request in absolute form; the origin gets nothing")
+    func explicitProxy() async throws {
+        let origin = try TestHTTPServer()
+        defer { origin.stop() }
+        let proxy = try TestHTTPServer()   // answers as the proxy would after forwarding
+        defer { proxy.stop() }
+        proxy.script("\(origin.baseURL)/token", [.token("via-proxy")])
+
+        let response = try await transport(proxy: .url(URL(string: proxy.baseURL)!)).send(TransportTableTests.tokenRequest(origin.baseURL))
+
+        #expect(response.status == 200)
+        #expect(String(decoding: response.body, as: UTF8.self).contains("via-proxy"))
+        #expect(proxy.requests("\(origin.baseURL)/token").count == 1)
+        #expect(proxy.requests("\(origin.baseURL)/token").first?.form["refresh_token"] == "rt-secret")
+        #expect(origin.requests().isEmpty)
+    }
+
+    @Test("Proxy.none goes direct")
+    func noProxy() async throws {
+        let origin = try TestHTTPServer()
+        defer { origin.stop() }
+        origin.script("/token", [.token("direct")])
+
+        let response = try await transport(proxy: .none).send(TransportTableTests.tokenRequest(origin.baseURL))
+
+        #expect(response.status == 200)
+        #expect(origin.requests("/token").count == 1)
+    }
+
+    // MARK: Cancellation
+
+    @Test("cancelling the task aborts the transfer: .cancelled, and the server sees the connection close")
+    func cancellation() async throws {
+        let closed = Mutex(false)
+        let server = try LoopbackServer { connection in
+            connection.readHead()
+            var byte = [UInt8](repeating: 0, count: 1)
+            var limit = timeval(tv_sec: 0, tv_usec: 100_000)
+            setsockopt(connection.fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+            for _ in 0..<300 where !connection.isStopped {
+                if recv(connection.fd, &byte, 1, 0) == 0 {   // orderly close by the client
+                    closed.withLock { $0 = true }
+                    return
+                }
+            }
+        }
+        defer { server.stop() }
+        let transport = transport(timeout: 30)
+        let request = get(server.baseURL)
+        let task = Task { try await transport.send(request) }
+        #expect(await eventually { server.connectionCount == 1 })
+
+        task.cancel()
+        let result = await task.result
+
+        guard case .failure(let failure) = result, let error = failure as? OAuthError else {
+            Issue.record("a cancelled request returned \(result)")
+            return
+        }
+        #expect(error.code == .cancelled)
+        #expect(await eventually { closed.withLock { $0 } })
+    }
+
+    @Test("a task cancelled before sending gets .cancelled and opens no connection")
+    func cancelledBeforeSend() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let transport = transport()
+        let request = get(server.baseURL)
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await transport.send(request)
+        }
+
+        let result = await task.result
+
+        guard case .failure(let failure) = result, let error = failure as? OAuthError else {
+            Issue.record("a cancelled request returned \(result)")
+            return
+        }
+        #expect(error.code == .cancelled)
+        #expect(server.requests().isEmpty)
+    }
+
+    // MARK: Concurrency
+
+    @Test("concurrent requests all complete, each with its own response")
+    func concurrentRequests() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        for index in 0..<16 { server.script("/r\(index)", [.json(#"{"n":\#(index)}"#)]) }
+        let transport = transport()
+
+        let bodies = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+            for index in 0..<16 {
+                group.addTask {
+                    let response = try await transport.send(HTTPRequest(method: "GET", url: URL(string: server.baseURL + "/r\(index)")!))
+                    return (index, String(decoding: response.body, as: UTF8.self))
+                }
+            }
+            var bodies: [Int: String] = [:]
+            for try await (index, body) in group { bodies[index] = body }
+            return bodies
+        }
+
+        #expect(bodies.count == 16)
+        for index in 0..<16 { #expect(bodies[index] == #"{"n":\#(index)}"#) }
+    }
+}
+
+/// `openssl s_server -www` on 127.0.0.1 with a fresh self-signed certificate for `localhost`.
+final class SelfSignedTLSServer: Sendable {
+    let port: UInt16
+    private let process: Process
+    private let directory: URL
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("oauthflow-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let key = directory.appendingPathComponent("key.pem").path
+        let cert = directory.appendingPathComponent("cert.pem").path
+        let generate = Process()
+        generate.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        generate.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                              "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=localhost"]
+        generate.standardOutput = FileHandle.nullDevice
+        generate.standardError = FileHandle.nullDevice
+        try generate.run()
+        generate.waitUntilExit()
+        guard generate.terminationStatus == 0 else { throw POSIXError(.EIO) }
+
+        // s_server buffers its "ACCEPT host:port" line when stdout is a pipe: choose the port here and
+        // wait (at most 10 s) until it accepts connections.
+        port = try closedLoopbackPort()
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", cert, "-key", key, "-www", "-naccept", "4"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        for _ in 0..<100 {
+            if let probe = try? LoopbackServer.connect(port: port) {
+                close(probe)
+                return
+            }
+            usleep(100_000)
+        }
+        stop()
+        throw POSIXError(.ETIMEDOUT)
+    }
+
+    func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }   // s_server ignores SIGTERM while it waits
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
