@@ -169,6 +169,11 @@ struct BinaryTests {
         #expect(wide.status == 65)
         #expect(wide.stderr.contains(keyFile.path) && wide.stderr.contains("mode 0644"), "\(wide.stderr)")
         #expect(!wide.stderr.contains("5a5a5a"))
+
+        // The way out without the key: logout --local removes the entry it cannot open.
+        let forget = try await runBinary(base + ["logout", "gh", "--local"], environment: environment)
+        #expect(forget.status == 0, "\(forget.stderr)")
+        #expect(directory.storedKeys.isEmpty)
     }
 
     @Test("token refreshes an expired stored token, stores the new one, and prints only it")
