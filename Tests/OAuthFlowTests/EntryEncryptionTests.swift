@@ -13,6 +13,19 @@ struct EntryEncryptionTests {}
 
 // MARK: Support
 
+/// A small deterministic generator (SplitMix64), so a failing hostile input can be replayed.
+private struct SplitMix64 {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
+}
+
 /// The result of a key-file read on another thread.
 private final class Outcome: Sendable {
     let value = Mutex<Result<StoreKey, OAuthError>?>(nil)
@@ -220,6 +233,22 @@ extension EntryEncryptionTests {
             #expect(error?.code == .storage)
             let expected = length < 4 ? "not an encrypted entry" : length < EntryEncryption.overhead ? "truncated" : "fails authentication"
             #expect(error?.message?.contains(expected) == true, "length \(length)")
+        }
+    }
+
+    @Test("2,000 hostile byte strings (random, and random after a valid header) are each a .storage error, never a trap")
+    func hostileBytes() throws {
+        let key = try KeyFixture.key(1)
+        let encryption = EntryEncryption(key: key)
+        var generator = SplitMix64(seed: 0x4f41_4645)
+        for round in 0..<2000 {
+            let length = Int(generator.next() % 200)
+            var bytes = (0..<length).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+            if round % 2 == 0 {  // a valid header for this key, then garbage
+                bytes = Array("OAFE".utf8) + [1] + key.idBytes + bytes
+            }
+            let error = #expect(throws: OAuthError.self) { try encryption.open(Data(bytes), providerID: "github") }
+            #expect(error?.code == .storage)
         }
     }
 
