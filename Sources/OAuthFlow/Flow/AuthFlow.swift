@@ -50,14 +50,14 @@ public actor AuthFlow {
 
     /// The providers, by id.
     public nonisolated let providers: [String: Provider]
-    private let store: any SecretStore
-    private let transport: any HTTPTransport
-    private nonisolated let options: Options
-    private let logger: Logger
+    let store: any SecretStore
+    let transport: any HTTPTransport
+    nonisolated let options: Options
+    let logger: Logger
     private nonisolated let broadcaster = StateBroadcaster()
 
     /// Written only by the actor; read without a hop by the fresh-token fast path.
-    private nonisolated let tokens = TokenCache()
+    nonisolated let tokens = TokenCache()
     private var refreshes: [String: Task<Result<TokenSet, OAuthError>, Never>] = [:]
     private var pending: [AuthorizationRequest] = []
 
@@ -107,7 +107,7 @@ public actor AuthFlow {
     /// The latest state published.
     public nonisolated var state: State { broadcaster.current }
 
-    private func publish(_ state: State) {
+    func publish(_ state: State) {
         if case .error(let provider, let error) = state {
             logger.warning(provider, "\(error.code): \(error.response?.code.rawValue ?? error.message ?? "")")
         }
@@ -115,7 +115,7 @@ public actor AuthFlow {
     }
 
     /// Publishes `.error` for a failure and rethrows it.
-    private func fail(_ provider: String, _ error: OAuthError) -> OAuthError {
+    func fail(_ provider: String, _ error: OAuthError) -> OAuthError {
         var error = error
         if error.providerID == nil, !provider.isEmpty { error.providerID = provider }
         publish(.error(provider: provider, error))
@@ -141,7 +141,7 @@ public actor AuthFlow {
     /// Every stored authorization, by provider id.
     public var authorizations: [String: Authorization] { tokens.all.mapValues(\.authorization) }
 
-    private func client(for provider: Provider) -> EndpointClient {
+    func client(for provider: Provider) -> EndpointClient {
         EndpointClient(provider: provider, transport: transport, userAgent: options.userAgent, log: logger)
     }
 
@@ -172,12 +172,12 @@ public actor AuthFlow {
         return restored
     }
 
-    private func loadStored(_ key: String) async throws(OAuthError) -> TokenSet? {
+    func loadStored(_ key: String) async throws(OAuthError) -> TokenSet? {
         guard let data = try await store.load(key) else { return nil }
         return try StoredEntry.decode(data, key: key)
     }
 
-    private func save(_ set: TokenSet) async throws(OAuthError) {
+    func save(_ set: TokenSet) async throws(OAuthError) {
         try await store.save(StoredEntry.encode(set), for: set.providerID)
         tokens[set.providerID] = set
     }
