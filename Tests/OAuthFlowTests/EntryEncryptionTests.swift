@@ -446,7 +446,7 @@ extension EntryEncryptionTests {
         }
     }
 
-    @Test("a key file owned by another user is refused (needs root to set up)",
+    @Test("a key file or systemd credential owned by another user is refused (needs root to set up)",
           .enabled(if: geteuid() == 0, "only root can give a file to another user"))
     func keyFileForeignOwner() throws {
         try KeyFixture.withDirectory { directory in
@@ -454,6 +454,11 @@ extension EntryEncryptionTests {
             #expect(chown(url.path, 65534, 65534) == 0)
             let error = #expect(throws: OAuthError.self) { try StoreKey(contentsOf: url) }
             #expect(error?.message?.contains("owned by uid 65534") == true)
+            // A systemd credential may be owned by root or by us, not by anyone else.
+            let credential = #expect(throws: OAuthError.self) {
+                try StoreKey(systemdCredential: "key", environment: ["CREDENTIALS_DIRECTORY": directory.path])
+            }
+            #expect(credential?.message?.contains("owned by uid 65534, neither this user (uid 0) nor root") == true)
         }
     }
 
