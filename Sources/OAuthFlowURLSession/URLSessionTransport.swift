@@ -11,7 +11,7 @@ import Synchronization
 /// `OAuthFlowTesting`) or to share a `URLSessionConfiguration`: pass it as `transport:` to `AuthFlow`.
 public final class URLSessionTransport: HTTPTransport {
     /// The largest body accepted: 1 MiB.
-    public static let defaultMaximumBodySize = 1 << 20
+    public static let defaultMaximumBodySize = HTTPTransportDefaults.maximumBodySize
 
     private let session: URLSession
     private let delegate: Delegate

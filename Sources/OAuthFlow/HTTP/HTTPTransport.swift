@@ -106,7 +106,8 @@ extension URL {
 
 /// The seam through which every request leaves OAuthFlow.
 ///
-/// The default is ``CurlTransport``; `URLSessionTransport` is in the `OAuthFlowURLSession` product. Implement it to route through your own HTTP client,
+/// The default is ``CurlTransport``; `URLSessionTransport` is in the `OAuthFlowURLSession` product.
+/// Implement it to route through your own HTTP client,
 /// add tracing, or script responses in tests:
 ///
 /// ```swift
@@ -127,12 +128,18 @@ public protocol HTTPTransport: Sendable {
     ///   `.invalidResponse` when the body exceeds the limit.
     func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse
 
-    /// The largest response body this transport accepts, in bytes; OAuthFlow refuses a larger one
-    /// with `.invalidResponse` even if the transport returned it. Defaults to 1 MiB.
+    /// The largest response body this transport accepts; the endpoint client refuses anything
+    /// larger too. Defaults to ``HTTPTransportDefaults/maximumBodySize`` (1 MiB).
     var maximumBodySize: Int { get }
 }
 
+/// Limits every transport starts from.
+public enum HTTPTransportDefaults {
+    /// 1 MiB: far above any token, discovery or JWKS document, far below what could hurt.
+    public static let maximumBodySize = 1 << 20
+}
+
 extension HTTPTransport {
-    /// 1 MiB, for transports that do not say.
-    public var maximumBodySize: Int { 1 << 20 }
+    /// 1 MiB (``HTTPTransportDefaults/maximumBodySize``) unless the transport says otherwise.
+    public var maximumBodySize: Int { HTTPTransportDefaults.maximumBodySize }
 }

@@ -34,7 +34,7 @@ public final class CurlTransport: HTTPTransport {
     }
 
     /// The largest body accepted by default: 1 MiB.
-    public static let defaultMaximumBodySize = 1 << 20
+    public static let defaultMaximumBodySize = HTTPTransportDefaults.maximumBodySize
 
     /// The largest body accepted; a larger one fails with `.invalidResponse`.
     public let maximumBodySize: Int
