@@ -176,6 +176,34 @@ struct BinaryTests {
         #expect(directory.storedKeys.isEmpty)
     }
 
+    @Test("the default transport takes its proxy from the environment as libcurl reads it", arguments: [
+        (["http_proxy": "PROXY", "no_proxy": ""], true),
+        (["ALL_PROXY": "PROXY", "no_proxy": ""], true),
+        (["http_proxy": "PROXY", "no_proxy": "", "NO_PROXY": "127.0.0.1"], false),
+        (["HTTP_PROXY": "PROXY", "no_proxy": ""], false),   // libcurl reads http_proxy in lower case only
+    ])
+    func proxyFromEnvironment(variables: [String: String], proxied: Bool) async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let origin = try TestHTTPServer()
+        defer { origin.stop() }
+        let proxy = try TestHTTPServer()   // answers in the origin's place, as a forwarding proxy would
+        defer { proxy.stop() }
+        try directory.writeCatalog([catalogEntry(id: "svc", base: origin.baseURL, device: false, secret: "s3cret", revocation: false)])
+        origin.script("/token", [.token("at-direct")])
+        proxy.script("\(origin.baseURL)/token", [.token("at-proxied")])
+        let environment = cleanEnvironment(directory, variables.mapValues { $0 == "PROXY" ? proxy.baseURL : $0 })
+        let base = ["--config", directory.config.path, "--store", directory.store.path]
+
+        let login = try await runBinary(base + ["login", "svc", "--json"], environment: environment)
+        let token = try await runBinary(base + ["token", "svc"], environment: environment)
+
+        #expect(login.status == 0, "\(login.stderr)")
+        #expect(token.stdout == (proxied ? "at-proxied\n" : "at-direct\n"))
+        #expect(proxy.requests().count == (proxied ? 1 : 0))
+        #expect(origin.requests().count == (proxied ? 0 : 1))
+    }
+
     @Test("token refreshes an expired stored token, stores the new one, and prints only it")
     func tokenRefreshesExpired() async throws {
         let directory = try TemporaryDirectory()
