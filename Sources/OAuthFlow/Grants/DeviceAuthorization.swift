@@ -21,28 +21,28 @@ enum DeviceAuthorizationGrant {
         return try decode(object, provider: provider.id, scopes: scopes, now: now)
     }
 
-    static func decode(_ object: [String: Any], provider: String, scopes: [String], now: Date) throws(OAuthError) -> DeviceCode {
-        func invalid(_ reason: String) -> OAuthError {
-            OAuthError(.invalidResponse, providerID: provider, endpoint: .deviceAuthorization, message: "device authorization response: \(reason)")
-        }
-        guard let deviceCode = object["device_code"] as? String, !deviceCode.isEmpty else { throw invalid("device_code is missing") }
-        guard let userCode = object["user_code"] as? String, !userCode.isEmpty else { throw invalid("user_code is missing") }
+    /// The longest device code lifetime and polling interval accepted: about 68 years; larger
+    /// numbers are an error, never a trap.
+    static let maximumSeconds = Int(Int32.max)
+
+    /// Decodes a §3.2 response received at `now`; numbers are range-checked and `interval` is
+    /// raised to at least 1 s.
+    static func decode(_ object: JSONObject, provider: String, scopes: [String], now: Date) throws(OAuthError) -> DeviceCode {
+        let deviceCode = try object.requiredString("device_code")
+        let userCode = try object.requiredString("user_code")
         // Google sends verification_url; RFC 8628 names it verification_uri.
-        guard let uriString = (object["verification_uri"] ?? object["verification_url"]) as? String,
-              let uri = URL(string: uriString), uri.scheme != nil
-        else { throw invalid("verification_uri is missing or not a URL") }
-        let completeString = (object["verification_uri_complete"] ?? object["verification_url_complete"]) as? String
-        guard let expiresIn = object["expires_in"].flatMap(EndpointClient.integer), expiresIn > 0 else {
-            throw invalid("expires_in is missing or not a positive number")
+        let uriKey = object.contains("verification_uri") ? "verification_uri" : "verification_url"
+        guard let uri = try object.url(uriKey) else { throw object.fail("verification_uri is missing") }
+        let completeKey = object.contains("verification_uri_complete") ? "verification_uri_complete" : "verification_url_complete"
+        let complete = try object.url(completeKey)
+        guard let expiresIn = try object.integer("expires_in", in: 1...maximumSeconds, acceptsString: true) else {
+            throw object.fail("expires_in is missing")
         }
-        var interval = defaultInterval
-        if let raw = object["interval"], !(raw is NSNull) {
-            guard let value = EndpointClient.integer(raw), value >= 0 else { throw invalid("interval is not a number") }
-            interval = max(value, 1)
-        }
+        // RFC 8628 §3.2: an absent interval means 5 s; 0 is raised to 1 s so polling never spins.
+        let interval = max(try object.integer("interval", in: 0...maximumSeconds, acceptsString: true) ?? defaultInterval, 1)
         return DeviceCode(
             providerID: provider, deviceCode: Secret(deviceCode), userCode: userCode, verificationURI: uri,
-            verificationURIComplete: completeString.flatMap(URL.init(string:)), expiresAt: now.addingTimeInterval(TimeInterval(expiresIn)),
+            verificationURIComplete: complete, expiresAt: now.addingTimeInterval(TimeInterval(expiresIn)),
             expiresIn: expiresIn, interval: interval, scopes: scopes)
     }
 

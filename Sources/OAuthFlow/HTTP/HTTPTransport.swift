@@ -126,4 +126,19 @@ public protocol HTTPTransport: Sendable {
     /// - Throws: ``OAuthError`` `.transport` when no response arrived, `.cancelled` on cancellation,
     ///   `.invalidResponse` when the body exceeds the limit.
     func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse
+
+    /// The largest response body this transport accepts; the endpoint client refuses anything
+    /// larger too. Defaults to ``HTTPTransportDefaults/maximumBodySize`` (1 MiB).
+    var maximumBodySize: Int { get }
+}
+
+/// Limits every transport starts from.
+public enum HTTPTransportDefaults {
+    /// 1 MiB: far above any token, discovery or JWKS document, far below what could hurt.
+    public static let maximumBodySize = 1 << 20
+}
+
+extension HTTPTransport {
+    /// 1 MiB (``HTTPTransportDefaults/maximumBodySize``) unless the transport says otherwise.
+    public var maximumBodySize: Int { HTTPTransportDefaults.maximumBodySize }
 }

@@ -10,11 +10,12 @@ import Synchronization
 /// to test without a network.
 public final class URLSessionTransport: HTTPTransport {
     /// The largest body accepted: 1 MiB.
-    public static let defaultMaximumBodySize = 1 << 20
+    public static let defaultMaximumBodySize = HTTPTransportDefaults.maximumBodySize
 
     private let session: URLSession
     private let delegate: Delegate
-    private let maximumBodySize: Int
+    /// Bodies beyond this many bytes fail with `.invalidResponse`.
+    public let maximumBodySize: Int
     private let timeout: TimeInterval
 
     /// Creates a transport over a fresh session built from `configuration`.

@@ -142,13 +142,13 @@ extension ProviderCatalog {
     /// Parses and validates the catalog; with `only`, every entry's id is checked but only that
     /// entry is fully read (secrets resolved, keys validated) and returned.
     static func decode(_ data: Data, context: Context, only selected: String? = nil) throws(OAuthError) -> [Provider] {
-        let root: CatalogJSON
+        let root: JSONValue
         do {
-            root = try CatalogJSON.parse(Array(data))
+            root = try JSONValue.parse(Array(data))
         } catch {
             throw context.error("catalog is not valid JSON at line \(error.line), column \(error.column): \(error.reason)")
         }
-        let entries: [CatalogJSON]
+        let entries: [JSONValue]
         switch root {
         case .array(let items):
             entries = items
@@ -198,14 +198,14 @@ extension ProviderCatalog {
     /// One provider object, read key by key with the key named in every failure.
     struct Entry {
         let position: Int
-        let fields: [String: CatalogJSON]
+        let fields: [String: JSONValue]
         let context: Context
         /// The id as written; not shown in messages unless valid.
         private(set) var rawID = ""
         /// The entry's id once known to be valid; shown in messages and set as the error's provider.
         private(set) var id: String?
 
-        init(position: Int, fields: [String: CatalogJSON], context: Context) throws(OAuthError) {
+        init(position: Int, fields: [String: JSONValue], context: Context) throws(OAuthError) {
             self.position = position
             self.fields = fields
             self.context = context
@@ -263,7 +263,7 @@ extension ProviderCatalog {
         // MARK: Typed keys
 
         /// The value at `key`; JSON `null` counts as absent.
-        func value(_ key: String) -> CatalogJSON? {
+        func value(_ key: String) -> JSONValue? {
             guard let value = fields[key], value != .null else { return nil }
             return value
         }
@@ -520,286 +520,5 @@ extension ProviderCatalog {
         }
         guard data.count <= limit else { throw FileProblem(reason: "is larger than \(limit >> 10) KiB") }
         return data
-    }
-}
-
-// MARK: - JSON
-
-/// A parsed JSON value: RFC 8259, plus trailing commas before `]` and `}` as OAuthKit catalogs have.
-///
-/// Our own parser, so that errors carry a line and column (Foundation's on Linux carry neither),
-/// booleans stay distinct from numbers, and a member given twice in one object is an error
-/// instead of a silent override. Numbers keep their text; the catalog only names their type.
-enum CatalogJSON: Equatable {
-    case null
-    case bool(Bool)
-    case number(String)
-    case string(String)
-    case array([CatalogJSON])
-    case object([String: CatalogJSON])
-
-    /// The kind of value, for "found …" in messages; never the value itself.
-    var kind: String {
-        switch self {
-        case .null: "null"
-        case .bool: "a boolean"
-        case .number: "a number"
-        case .string: "a string"
-        case .array: "an array"
-        case .object: "an object"
-        }
-    }
-
-    /// Where and why the text is not JSON; the reason never quotes the text.
-    struct SyntaxError: Error {
-        var reason: String
-        var line: Int
-        var column: Int
-    }
-
-    static let maximumDepth = 64
-
-    static func parse(_ bytes: [UInt8]) throws(SyntaxError) -> CatalogJSON {
-        var parser = Parser(bytes: bytes)
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { parser.index = 3 }
-        parser.skipWhitespace()
-        guard parser.peek() != nil else { throw parser.error("the document is empty") }
-        let value = try parser.parseValue(depth: 0)
-        parser.skipWhitespace()
-        guard parser.peek() == nil else { throw parser.error("unexpected text after the top-level value") }
-        return value
-    }
-
-    private struct Parser {
-        let bytes: [UInt8]
-        var index = 0
-
-        init(bytes: [UInt8]) { self.bytes = bytes }
-
-        func peek(_ ahead: Int = 0) -> UInt8? {
-            index + ahead < bytes.count ? bytes[index + ahead] : nil
-        }
-
-        mutating func skipWhitespace() {
-            while let byte = peek(), byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D { index += 1 }
-        }
-
-        /// An error at `offset` (default: here), with a 1-based line and a column counted in characters.
-        func error(_ reason: String, at offset: Int? = nil) -> SyntaxError {
-            let end = min(offset ?? index, bytes.count)
-            var line = 1
-            var column = 1
-            for byte in bytes[..<end] {
-                if byte == 0x0A {
-                    line += 1
-                    column = 1
-                } else if byte & 0xC0 != 0x80 {   // count UTF-8 lead bytes only
-                    column += 1
-                }
-            }
-            return SyntaxError(reason: reason, line: line, column: column)
-        }
-
-        mutating func parseValue(depth: Int) throws(SyntaxError) -> CatalogJSON {
-            guard depth < CatalogJSON.maximumDepth else {
-                throw error("values are nested more than \(CatalogJSON.maximumDepth) levels deep")
-            }
-            guard let byte = peek() else { throw error("the document ends where a value was expected") }
-            switch byte {
-            case UInt8(ascii: "{"): return try parseObject(depth: depth)
-            case UInt8(ascii: "["): return try parseArray(depth: depth)
-            case UInt8(ascii: "\""): return .string(try parseString())
-            case UInt8(ascii: "t"): try literal("true"); return .bool(true)
-            case UInt8(ascii: "f"): try literal("false"); return .bool(false)
-            case UInt8(ascii: "n"): try literal("null"); return .null
-            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
-            case UInt8(ascii: "/"): throw error("comments are not allowed in JSON")
-            case UInt8(ascii: "'"): throw error("strings must be in double quotes")
-            default: throw error("expected a value: a string in double quotes, a number, true, false, null, an object or an array")
-            }
-        }
-
-        mutating func literal(_ word: String) throws(SyntaxError) {
-            let expected = Array(word.utf8)
-            guard bytes.count - index >= expected.count, Array(bytes[index..<index + expected.count]) == expected else {
-                throw error("expected a value: strings must be in double quotes, and true, false and null in lowercase")
-            }
-            index += expected.count
-        }
-
-        mutating func parseObject(depth: Int) throws(SyntaxError) -> CatalogJSON {
-            index += 1   // {
-            var members: [String: CatalogJSON] = [:]
-            skipWhitespace()
-            if peek() == UInt8(ascii: "}") {
-                index += 1
-                return .object(members)
-            }
-            while true {
-                guard let byte = peek() else { throw error("the document ends inside an object") }
-                guard byte == UInt8(ascii: "\"") else { throw error("expected a member name in double quotes") }
-                let nameStart = index
-                let name = try parseString()
-                guard members[name] == nil else {
-                    throw error("the member \"\(Self.printable(name))\" appears twice in one object", at: nameStart)
-                }
-                skipWhitespace()
-                guard peek() == UInt8(ascii: ":") else { throw error("expected ':' after a member name") }
-                index += 1
-                skipWhitespace()
-                members[name] = try parseValue(depth: depth + 1)
-                skipWhitespace()
-                switch peek() {
-                case UInt8(ascii: ","):
-                    index += 1
-                    skipWhitespace()
-                    if peek() == UInt8(ascii: "}") {   // a trailing comma
-                        index += 1
-                        return .object(members)
-                    }
-                case UInt8(ascii: "}"):
-                    index += 1
-                    return .object(members)
-                case nil:
-                    throw error("the document ends inside an object")
-                default:
-                    throw error("expected ',' or '}' after an object member")
-                }
-            }
-        }
-
-        mutating func parseArray(depth: Int) throws(SyntaxError) -> CatalogJSON {
-            index += 1   // [
-            var items: [CatalogJSON] = []
-            skipWhitespace()
-            if peek() == UInt8(ascii: "]") {
-                index += 1
-                return .array(items)
-            }
-            while true {
-                items.append(try parseValue(depth: depth + 1))
-                skipWhitespace()
-                switch peek() {
-                case UInt8(ascii: ","):
-                    index += 1
-                    skipWhitespace()
-                    if peek() == UInt8(ascii: "]") {   // a trailing comma
-                        index += 1
-                        return .array(items)
-                    }
-                case UInt8(ascii: "]"):
-                    index += 1
-                    return .array(items)
-                case nil:
-                    throw error("the document ends inside an array")
-                default:
-                    throw error("expected ',' or ']' after an array element")
-                }
-            }
-        }
-
-        mutating func parseString() throws(SyntaxError) -> String {
-            let start = index
-            index += 1   // "
-            var buffer: [UInt8] = []
-            while true {
-                guard let byte = peek() else { throw error("a string is not closed", at: start) }
-                switch byte {
-                case UInt8(ascii: "\""):
-                    index += 1
-                    guard let text = String(validating: buffer, as: UTF8.self) else {
-                        throw error("a string is not valid UTF-8", at: start)
-                    }
-                    return text
-                case UInt8(ascii: "\\"):
-                    index += 1
-                    try parseEscape(into: &buffer)
-                case 0x00..<0x20:
-                    throw error("control characters such as line breaks must be escaped inside strings")
-                default:
-                    buffer.append(byte)
-                    index += 1
-                }
-            }
-        }
-
-        mutating func parseEscape(into buffer: inout [UInt8]) throws(SyntaxError) {
-            guard let byte = peek() else { throw error("a string is not closed") }
-            index += 1
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): buffer.append(byte)
-            case UInt8(ascii: "b"): buffer.append(0x08)
-            case UInt8(ascii: "f"): buffer.append(0x0C)
-            case UInt8(ascii: "n"): buffer.append(0x0A)
-            case UInt8(ascii: "r"): buffer.append(0x0D)
-            case UInt8(ascii: "t"): buffer.append(0x09)
-            case UInt8(ascii: "u"):
-                var value = try hexQuad()
-                if (0xD800...0xDBFF).contains(value) {
-                    guard peek() == UInt8(ascii: "\\"), peek(1) == UInt8(ascii: "u") else {
-                        throw error("a \\u escape has a high surrogate without its low surrogate")
-                    }
-                    index += 2
-                    let low = try hexQuad()
-                    guard (0xDC00...0xDFFF).contains(low) else {
-                        throw error("a \\u escape has a high surrogate without its low surrogate")
-                    }
-                    value = 0x10000 + ((value - 0xD800) << 10) + (low - 0xDC00)
-                } else if (0xDC00...0xDFFF).contains(value) {
-                    throw error("a \\u escape has a low surrogate without its high surrogate")
-                }
-                guard let scalar = Unicode.Scalar(value) else { throw error("a \\u escape is not a Unicode scalar") }
-                UTF8.encode(scalar) { buffer.append($0) }
-            default:
-                throw error("invalid escape sequence; JSON allows \\\" \\\\ \\/ \\b \\f \\n \\r \\t and \\uXXXX")
-            }
-        }
-
-        mutating func hexQuad() throws(SyntaxError) -> UInt32 {
-            var value: UInt32 = 0
-            for _ in 0..<4 {
-                guard let byte = peek() else { throw error("a \\u escape needs four hex digits") }
-                let digit: UInt8
-                switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-                default: throw error("a \\u escape needs four hex digits")
-                }
-                value = value << 4 | UInt32(digit)
-                index += 1
-            }
-            return value
-        }
-
-        mutating func parseNumber() throws(SyntaxError) -> String {
-            let start = index
-            func isDigit(_ byte: UInt8?) -> Bool { byte.map { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) } ?? false }
-            if peek() == UInt8(ascii: "-") { index += 1 }
-            guard isDigit(peek()) else { throw error("a number needs a digit after '-'") }
-            if peek() == UInt8(ascii: "0") {
-                index += 1
-                guard !isDigit(peek()) else { throw error("numbers must not have leading zeros") }
-            } else {
-                while isDigit(peek()) { index += 1 }
-            }
-            if peek() == UInt8(ascii: ".") {
-                index += 1
-                guard isDigit(peek()) else { throw error("a number needs a digit after '.'") }
-                while isDigit(peek()) { index += 1 }
-            }
-            if peek() == UInt8(ascii: "e") || peek() == UInt8(ascii: "E") {
-                index += 1
-                if peek() == UInt8(ascii: "+") || peek() == UInt8(ascii: "-") { index += 1 }
-                guard isDigit(peek()) else { throw error("a number needs a digit in its exponent") }
-                while isDigit(peek()) { index += 1 }
-            }
-            return String(decoding: bytes[start..<index], as: UTF8.self)
-        }
-
-        /// A member name fit for a message: printable ASCII, at most 64 characters.
-        static func printable(_ name: String) -> String {
-            String(String.UnicodeScalarView(name.unicodeScalars.filter { (0x20...0x7E).contains($0.value) }.prefix(64)))
-        }
     }
 }

@@ -1,0 +1,224 @@
+import Foundation
+
+/// The token response fields of RFC 6749 §5.1, decoded from JSON or (GitHub) form encoding.
+struct TokenResponse: Sendable {
+    var accessToken: Secret
+    var tokenType: String
+    var expiresIn: Int?
+    var refreshToken: Secret?
+    var idToken: Secret?
+    var scope: String?
+
+    /// The longest `expires_in` accepted: about 68 years. A larger number is an error, never a
+    /// date too far away to compute with.
+    static let maximumLifetime = Int(Int32.max)
+
+    /// Decodes a §5.1 body; every number is range-checked.
+    /// - Throws: ``OAuthError`` `.invalidResponse` naming the member and the problem.
+    init(_ json: JSONObject) throws(OAuthError) {
+        accessToken = Secret(try json.requiredString("access_token"))
+        tokenType = try json.requiredString("token_type")
+        // Azure sends "3599" as a string.
+        expiresIn = try json.integer("expires_in", in: 0...Self.maximumLifetime, acceptsString: true)
+        refreshToken = try json.string("refresh_token").flatMap { $0.isEmpty ? nil : Secret($0) }
+        idToken = try json.string("id_token").flatMap { $0.isEmpty ? nil : Secret($0) }
+        if case .array = json.value("scope") {
+            scope = try json.strings("scope")?.joined(separator: " ")   // a few servers send an array
+        } else {
+            scope = try json.string("scope")
+        }
+    }
+}
+
+/// Everything the grants and the OpenID Connect endpoints share: building form POSTs with client
+/// authentication, bearer GETs and public document GETs; sending them; decoding bodies through
+/// the one JSON parser; and mapping errors (RFC 6749 §5.2).
+struct EndpointClient: Sendable {
+    let provider: Provider
+    let transport: any HTTPTransport
+    let userAgent: String
+    let log: Logger
+
+    /// The largest body accepted: the transport's own setting.
+    var maximumBodySize: Int { transport.maximumBodySize }
+
+    /// A POST of `fields` to `url`, authenticated per the provider (RFC 6749 §2.3.1).
+    func formRequest(url: URL, fields: [(String, String)], authenticate: Bool = true) -> HTTPRequest {
+        var fields = fields
+        var headers: [(name: String, value: String)] = [
+            ("Content-Type", "application/x-www-form-urlencoded"),
+            ("Accept", "application/json"),
+            ("User-Agent", provider.userAgent ?? userAgent),
+        ]
+        switch provider.clientAuthentication {
+        case .clientSecretBasic where authenticate:
+            let secret = provider.clientSecret?.reveal() ?? ""
+            let credentials = "\(FormEncoding.escape(provider.clientID)):\(FormEncoding.escape(secret))"
+            headers.append(("Authorization", "Basic \(Data(credentials.utf8).base64EncodedString())"))
+        case .clientSecretPost where authenticate:
+            fields.append(("client_id", provider.clientID))
+            fields.append(("client_secret", provider.clientSecret?.reveal() ?? ""))
+        default:
+            fields.append(("client_id", provider.clientID))
+        }
+        return HTTPRequest(method: "POST", url: url, headers: headers, body: Data(FormEncoding.encode(fields).utf8))
+    }
+
+    /// A GET of `url`; with `bearer`, authorized by that access token (RFC 6750 §2.1) — the
+    /// scheme is always written `Bearer`, whatever case the server used in `token_type`.
+    func getRequest(url: URL, bearer: Secret? = nil, accept: String = "application/json") -> HTTPRequest {
+        var headers: [(name: String, value: String)] = [("Accept", accept), ("User-Agent", provider.userAgent ?? userAgent)]
+        if let bearer { headers.append(("Authorization", "Bearer \(bearer.reveal())")) }
+        return HTTPRequest(method: "GET", url: url, headers: headers)
+    }
+
+    /// Sends `request` and returns the response whatever its status; maps transport failures and
+    /// refuses a body over ``maximumBodySize``.
+    func exchange(_ request: HTTPRequest, endpoint: OAuthError.Endpoint) async throws(OAuthError) -> HTTPResponse {
+        log.debug(provider, "\(request.method) \(endpoint.rawValue) \(request.url.host ?? "")\(request.url.path) fields=\(fieldNames(request))")
+        let response: HTTPResponse
+        do {
+            response = try await transport.send(request)
+        } catch {
+            var error = error
+            error.providerID = provider.id
+            error.endpoint = endpoint
+            log.debug(provider, "\(endpoint.rawValue) failed: \(error.code)")
+            throw error
+        }
+        log.debug(provider, "\(endpoint.rawValue) answered \(response.status) \(response.mediaType ?? "-") \(response.body.count) bytes")
+        guard response.body.count <= maximumBodySize else {
+            throw OAuthError(.invalidResponse, providerID: provider.id, endpoint: endpoint, httpStatus: response.status,
+                             message: "the response body exceeds \(maximumBodySize) bytes")
+        }
+        return response
+    }
+
+    /// Sends `request` and returns the object of a 2xx body; maps every failure to ``OAuthError``.
+    ///
+    /// A §5.2 body (JSON or form) is an error whatever the status (GitHub sends them with 200).
+    func send(_ request: HTTPRequest, endpoint: OAuthError.Endpoint) async throws(OAuthError) -> JSONObject {
+        let response = try await exchange(request, endpoint: endpoint)
+        let object = try Self.parseBody(response, endpoint: endpoint, provider: provider.id)
+        if let object, let errorResponse = Self.errorResponse(in: object) {
+            throw Self.error(for: errorResponse, provider: provider.id, endpoint: endpoint, status: response.status)
+        }
+        guard (200..<300).contains(response.status) else {
+            throw OAuthError(
+                .httpStatus, providerID: provider.id, endpoint: endpoint, httpStatus: response.status,
+                message: "HTTP \(response.status) with \(Self.describeBody(response)) instead of an OAuth error body")
+        }
+        guard let object else {
+            throw OAuthError(.invalidResponse, providerID: provider.id, endpoint: endpoint, httpStatus: response.status,
+                             message: "expected a JSON object, got \(Self.describeBody(response))")
+        }
+        return object
+    }
+
+    /// GETs a public JSON document (discovery, JWKS): a 2xx JSON object, else a typed error.
+    /// Returns the object and the response (for its `Cache-Control`).
+    func document(_ url: URL, endpoint: OAuthError.Endpoint) async throws(OAuthError) -> (JSONObject, HTTPResponse) {
+        let response = try await exchange(getRequest(url: url), endpoint: endpoint)
+        guard (200..<300).contains(response.status) else {
+            throw OAuthError(.httpStatus, providerID: provider.id, endpoint: endpoint, httpStatus: response.status,
+                             message: "HTTP \(response.status) with \(Self.describeBody(response)) for \(url.redactedForLog)")
+        }
+        let value = try Self.parseJSON(response.body, endpoint: endpoint, provider: provider.id, status: response.status)
+        return (try JSONObject(value, what: "the \(endpoint.rawValue) document", failure: invalid(endpoint, status: response.status)), response)
+    }
+
+    /// The error builder for a malformed answer from `endpoint`: `.invalidResponse` naming the
+    /// endpoint and the reason.
+    func invalid(_ endpoint: OAuthError.Endpoint, status: Int? = 200) -> (String) -> OAuthError {
+        Self.invalid(endpoint, provider: provider.id, status: status)
+    }
+
+    static func invalid(_ endpoint: OAuthError.Endpoint, provider: String, status: Int?) -> (String) -> OAuthError {
+        { reason in
+            OAuthError(.invalidResponse, providerID: provider, endpoint: endpoint, httpStatus: status,
+                       message: "\(endpoint.rawValue) response: \(reason)")
+        }
+    }
+
+    static func parseJSON(_ body: Data, endpoint: OAuthError.Endpoint, provider: String, status: Int) throws(OAuthError) -> JSONValue {
+        do {
+            return try JSONValue.parse(Array(body))
+        } catch {
+            throw invalid(endpoint, provider: provider, status: status)(
+                "not valid JSON: \(error.reason) (line \(error.line), column \(error.column))")
+        }
+    }
+
+    /// Parses a JSON object, or a form-encoded body when the media type allows it and it looks like
+    /// a form (GitHub without `Accept`); nil for an empty or unrecognisable body.
+    /// - Throws: when the body is JSON but broken in a way that matters (a member twice, a
+    ///   top-level value that is not an object).
+    static func parseBody(_ response: HTTPResponse, endpoint: OAuthError.Endpoint, provider: String) throws(OAuthError) -> JSONObject? {
+        guard !response.body.isEmpty else { return nil }
+        let failure = invalid(endpoint, provider: provider, status: response.status)
+        let firstByte = response.body.first(where: { !$0.isWhitespaceByte })
+        if firstByte == UInt8(ascii: "{") || response.mediaType == "application/json" {
+            let value: JSONValue
+            do {
+                value = try JSONValue.parse(Array(response.body))
+            } catch {
+                // Broken JSON in a 2xx answer is an error; an HTML page or an error status is
+                // described by the caller, not parsed.
+                guard firstByte == UInt8(ascii: "{"), (200..<300).contains(response.status) else { return nil }
+                throw failure("not valid JSON: \(error.reason) (line \(error.line), column \(error.column))")
+            }
+            guard case .object(let members) = value else { return nil }
+            return JSONObject(members: members, failure: failure)
+        }
+        let mediaType = response.mediaType ?? ""
+        guard mediaType == "application/x-www-form-urlencoded" || mediaType == "text/plain" || mediaType.isEmpty,
+              let text = String(data: response.body, encoding: .utf8), !text.contains("<"), text.contains("=")
+        else { return nil }
+        var members: [String: JSONValue] = [:]
+        for (name, value) in FormEncoding.decode(text) where members[name] == nil { members[name] = .string(value) }
+        return JSONObject(members: members, failure: failure)
+    }
+
+    /// The §5.2 error in a body, when it has a string `error`.
+    static func errorResponse(in object: JSONObject) -> ErrorResponse? {
+        guard case .string(let code)? = object.value("error"), !code.isEmpty else { return nil }
+        return ErrorResponse(
+            code: .init(rawValue: code), errorDescription: object.value("error_description")?.stringValue,
+            errorURI: object.value("error_uri")?.stringValue)
+    }
+
+    /// Maps a §5.2 body to the error a caller acts on (STYLE: access_denied, expired_token, the rest).
+    static func error(for response: ErrorResponse, provider: String, endpoint: OAuthError.Endpoint, status: Int?) -> OAuthError {
+        let code: OAuthError.Code
+        switch response.code {
+        case .accessDenied: code = .accessDenied
+        case .expiredToken: code = .expired
+        default: code = .serverRejected
+        }
+        return OAuthError(code, providerID: provider, endpoint: endpoint, httpStatus: status, response: response)
+    }
+
+    /// Says what a body is without showing it: media type and size, and "an HTML page" when it is one.
+    static func describeBody(_ response: HTTPResponse) -> String {
+        if response.body.isEmpty { return "an empty body" }
+        let looksHTML = response.mediaType == "text/html"
+            || response.body.prefix(64).first(where: { !$0.isWhitespaceByte }) == UInt8(ascii: "<")
+        let kind = looksHTML ? "an HTML page" : "a \(response.mediaType ?? "body without Content-Type")"
+        return "\(kind) of \(response.body.count) bytes"
+    }
+
+    private func fieldNames(_ request: HTTPRequest) -> String {
+        let body = request.body.flatMap { String(data: $0, encoding: .utf8) } ?? ""
+        return FormEncoding.decode(body).map(\.0).joined(separator: ",")
+    }
+
+    /// Posts to the token endpoint and decodes a §5.1 token response.
+    func requestToken(_ fields: [(String, String)]) async throws(OAuthError) -> TokenResponse {
+        let object = try await send(formRequest(url: provider.tokenURL, fields: fields), endpoint: .token)
+        return try TokenResponse(object)
+    }
+}
+
+extension UInt8 {
+    var isWhitespaceByte: Bool { self == 0x20 || self == 0x09 || self == 0x0A || self == 0x0D }
+}

@@ -1,0 +1,88 @@
+import Foundation
+
+/// The on-disk form of a token set: versioned JSON, written and read through the one JSON parser.
+///
+/// ```json
+/// {"tokens":{"accessToken":"…","expiresAt":1767225600,"grant":"client_credentials",
+///  "issuedAt":1767222000,"needsReauthorization":false,"providerID":"billing","refreshToken":"…",
+///  "scopes":["read"],"tokenType":"Bearer"},"version":1}
+/// ```
+///
+/// Members are sorted; absent optionals are left out; times are seconds since 1970. Reading
+/// range-checks every number, so a file holding `"expiresAt": 1e300` is a typed `.storage` error,
+/// never a trap.
+enum StoredEntry {
+    static let version = 1
+
+    /// The entry's bytes: written directly, without a general-purpose encoder (it runs on every fetch).
+    static func encode(_ set: TokenSet) -> Data {
+        var out = "{\"tokens\":{\"accessToken\":"
+        out.reserveCapacity(256 + set.accessToken.reveal().utf8.count + (set.refreshToken?.reveal().utf8.count ?? 0)
+            + (set.idToken?.reveal().utf8.count ?? 0))
+        JSONValue.quote(set.accessToken.reveal(), into: &out)
+        if let expiresAt = set.expiresAt {
+            out += ",\"expiresAt\":"
+            JSONValue.number(expiresAt.timeIntervalSince1970).write(into: &out)
+        }
+        out += ",\"grant\":"
+        JSONValue.quote(set.grant.rawValue, into: &out)
+        if let idToken = set.idToken {
+            out += ",\"idToken\":"
+            JSONValue.quote(idToken.reveal(), into: &out)
+        }
+        out += ",\"issuedAt\":"
+        JSONValue.number(set.issuedAt.timeIntervalSince1970).write(into: &out)
+        out += ",\"needsReauthorization\":"
+        out += set.needsReauthorization ? "true" : "false"
+        out += ",\"providerID\":"
+        JSONValue.quote(set.providerID, into: &out)
+        if let refreshToken = set.refreshToken {
+            out += ",\"refreshToken\":"
+            JSONValue.quote(refreshToken.reveal(), into: &out)
+        }
+        out += ",\"scopes\":["
+        for (index, scope) in set.scopes.enumerated() {
+            if index > 0 { out += "," }
+            JSONValue.quote(scope, into: &out)
+        }
+        out += "],\"tokenType\":"
+        JSONValue.quote(set.tokenType, into: &out)
+        out += "},\"version\":\(version)}"
+        return Data(out.utf8)
+    }
+
+    /// Reads an entry stored under `key`.
+    /// - Throws: ``OAuthError`` `.storage` naming the key and the member at fault, never a value.
+    static func decode(_ data: Data, key: String) throws(OAuthError) -> TokenSet {
+        let corrupted: (String) -> OAuthError = { reason in
+            OAuthError(.storage, providerID: key, message: "the stored entry \"\(key)\" is corrupted (\(reason))")
+        }
+        let root: JSONValue
+        do {
+            root = try JSONValue.parse(Array(data))
+        } catch {
+            throw corrupted("not valid JSON")
+        }
+        let envelope = try JSONObject(root, what: "the entry", failure: corrupted)
+        guard let version = try envelope.integer("version", in: Int.min...Int.max) else { throw corrupted("missing version") }
+        guard version == Self.version else {
+            throw OAuthError(.storage, providerID: key, message: "the stored entry \"\(key)\" has unknown version \(version)")
+        }
+        guard let tokens = try envelope.object("tokens") else { throw corrupted("missing tokens") }
+        let fields = JSONObject(members: tokens.members) { reason in corrupted("tokens.\(reason)") }
+        let providerID = try fields.requiredString("providerID")
+        guard providerID == key else {
+            throw OAuthError(.storage, providerID: key, message: "the stored entry \"\(key)\" belongs to provider \"\(providerID)\"")
+        }
+        guard let grantName = try fields.string("grant"), let grant = GrantType(rawValue: grantName) else {
+            throw fields.fail("grant is missing or unknown")
+        }
+        guard let issuedAt = try fields.date("issuedAt") else { throw fields.fail("issuedAt is missing") }
+        return TokenSet(
+            providerID: providerID, accessToken: Secret(try fields.requiredString("accessToken")),
+            tokenType: try fields.requiredString("tokenType"), refreshToken: try fields.string("refreshToken").map(Secret.init),
+            idToken: try fields.string("idToken").map(Secret.init), scopes: try fields.strings("scopes") ?? [],
+            issuedAt: issuedAt, expiresAt: try fields.date("expiresAt"), grant: grant,
+            needsReauthorization: try fields.bool("needsReauthorization") ?? false)
+    }
+}
