@@ -55,6 +55,11 @@ enum TokenRejection: Error, Sendable, Hashable, CaseIterable {
     func error(_ message: String, code: OAuthError.Code = .idTokenRejected) -> OAuthError {
         OAuthError(code, message: message, underlying: self)
     }
+
+    /// A server-sent name fit for a message: printable ASCII only, at most 64 characters.
+    static func printable(_ name: String) -> String {
+        String(String.UnicodeScalarView(name.unicodeScalars.filter { (0x20...0x7E).contains($0.value) }.prefix(64)))
+    }
 }
 
 extension OAuthError {
