@@ -13,7 +13,6 @@ extension AuthFlow {
         case .revocation: provider.revocationURL
         case .introspection: provider.introspectionURL
         case .userinfo: provider.userinfoURL
-        case .endSession: nil   // the catalog's endSessionURL and discovery's end_session_endpoint fill this
         case .discovery: nil
         }
     }
