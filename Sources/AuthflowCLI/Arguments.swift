@@ -36,6 +36,8 @@ public enum Command: Sendable, Equatable {
     case status(provider: String?, json: Bool)
     /// `logout PROVIDER [--local]`.
     case logout(provider: String, localOnly: Bool)
+    /// `userinfo PROVIDER`.
+    case userinfo(provider: String)
     /// `demo`.
     case demo
     /// `help [COMMAND]`, `--help`, `-h`.
@@ -51,6 +53,7 @@ public enum Command: Sendable, Equatable {
         case .token: return "token"
         case .status: return "status"
         case .logout: return "logout"
+        case .userinfo: return "userinfo"
         case .demo: return "demo"
         case .help: return "help"
         case .version: return "--version"
@@ -115,7 +118,7 @@ public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
 
 extension Authflow {
     /// The commands, in the order `--help` lists them.
-    static let commandNames = ["providers", "login", "token", "status", "logout", "demo", "help"]
+    static let commandNames = ["providers", "login", "token", "status", "userinfo", "logout", "demo", "help"]
 
     private static let valueOptions: Set<String> = [
         "--config", "--store", "--store-key-file", "--store-previous-key-file", "--scope", "--timeout",
@@ -248,6 +251,10 @@ extension Authflow {
             try only(["--json"])
             try expectPositionals(0...1, "")
             return invocation(.status(provider: positionals.first, json: flag("--json")))
+        case "userinfo":
+            try only([])
+            try expectPositionals(1...1, "PROVIDER")
+            return invocation(.userinfo(provider: positionals[0]))
         case "logout":
             try only(["--local"])
             try expectPositionals(1...1, "PROVIDER")

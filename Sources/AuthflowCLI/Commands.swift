@@ -108,28 +108,61 @@ extension Context {
         return .success
     }
 
+    // MARK: userinfo
+
+    func userinfo(_ id: String) async throws(CLIError) -> ExitCode {
+        let provider = try provider(id)
+        let flow = try await flow([provider], store: store())
+        let info: UserInfo
+        do {
+            info = try await flow.userInfo(provider: id)
+        } catch {
+            throw .oauth(error, provider: id)
+        }
+        // The claims are the server's: written through the escaping encoder, never raw.
+        out.write(JSONValue.object(info.claims).jsonText + "\n")
+        return .success
+    }
+
     // MARK: logout
 
     func logout(_ id: String, localOnly: Bool) async throws(CLIError) -> ExitCode {
         let provider = try provider(id)
         let flow = try await flow([provider], store: store())
         let held = await flow.authorization(for: id) != nil
+        let result: RevocationResult
         do {
             if localOnly || !held {
                 try await flow.clear(provider: id)
                 out.write(held ? "Forgot the tokens of \(id) (not revoked at the provider).\n" : "Nothing was stored for \(id).\n")
-            } else if try await flow.revoke(provider: id) {
-                out.write("Revoked the tokens of \(id) at the provider and forgot them.\n")
-            } else {
-                out.write("Forgot the tokens of \(id); it has no revocation endpoint, so they stay valid there until they expire.\n")
+                return .success
             }
+            result = try await flow.revoke(provider: id)
         } catch {
-            if error.code != .storage, !localOnly {
-                err.write("The tokens are still stored; retry, or use --local to forget them anyway.\n")
-            }
             throw .oauth(error, provider: id)
         }
-        return .success
+        guard result.hasRevocationEndpoint else {
+            out.write("Forgot the tokens of \(id); it has no revocation endpoint, so they stay valid there until they expire.\n")
+            return .success
+        }
+        if result.isComplete {
+            out.write("Revoked the tokens of \(id) at the provider and forgot them.\n")
+            return .success
+        }
+        out.write("Forgot the tokens of \(id) locally.\n")
+        var status = ExitCode.success
+        for kind in [TokenKind.refreshToken, .accessToken] where result.heldTokens.contains(kind) {
+            let name = kind == .refreshToken ? "refresh token" : "access token"
+            let confirmed = kind == .refreshToken ? result.refreshTokenRevoked : result.accessTokenRevoked
+            if confirmed {
+                out.write("The provider confirmed revoking the \(name).\n")
+            } else if let error = result.errors[kind] {
+                err.write("\(errStyle.red("authflow: error:")) the provider did not confirm revoking the \(name), which may stay "
+                    + "valid there until it expires: \(Self.explain(error))\n")
+                if status == .success { status = ExitCode(error) }
+            }
+        }
+        return status
     }
 }
 

@@ -11,6 +11,7 @@ extension Authflow {
         case "token": return "authflow [--config FILE] [--store DIR] token PROVIDER [--json]"
         case "status": return "authflow [--config FILE] [--store DIR] status [PROVIDER] [--json]"
         case "logout": return "authflow [--config FILE] [--store DIR] logout PROVIDER [--local]"
+        case "userinfo": return "authflow [--config FILE] [--store DIR] userinfo PROVIDER"
         case "demo": return "authflow demo"
         case "help": return "authflow help [COMMAND]"
         default: return "authflow [--config FILE] [--store DIR] <command> [arguments]"
@@ -68,11 +69,19 @@ extension Authflow {
 
               --json    one JSON object per provider per line
             """
+        case "userinfo":
+            body = """
+            Print the OpenID Connect userinfo claims of PROVIDER's signed-in user as one JSON object
+            on stdout (OpenID Connect Core §5.3). The access token is refreshed first when needed;
+            when an ID token is held, the answer's sub must equal its sub.
+            """
         case "logout":
             body = """
-            Revoke PROVIDER's tokens at its revocation endpoint (RFC 7009), when it has one, then
-            delete them from the store. When the revocation request fails, the tokens are kept
-            so you can retry.
+            Revoke PROVIDER's tokens at its revocation endpoint (RFC 7009), when it has one: the
+            refresh token, then the access token. The tokens are deleted from the store in every
+            case; when the provider did not confirm a revocation, authflow says which and exits
+            with the status of the failure (69 unreachable, 75 temporary, 65 refused), since that
+            token may stay valid at the provider until it expires.
 
               --local   delete the stored tokens without contacting the provider
             """
@@ -101,6 +110,7 @@ extension Authflow {
                                                log in and store the tokens
           token PROVIDER [--json]              print a valid access token; refresh or re-fetch when needed
           status [PROVIDER] [--json]           what is stored: expiry, scopes, refreshable, needs login
+          userinfo PROVIDER                    print the signed-in user's OpenID Connect claims as JSON
           logout PROVIDER [--local]            revoke at the provider (when it can), then forget
           demo                                 the main job, end to end, offline, against an embedded provider
           help [COMMAND]                       this text, or a command's

@@ -17,6 +17,8 @@ struct ParserTests {
         (["status", "github", "--json"], .status(provider: "github", json: true)),
         (["logout", "github"], .logout(provider: "github", localOnly: false)),
         (["logout", "github", "--local"], .logout(provider: "github", localOnly: true)),
+        (["userinfo", "github"], .userinfo(provider: "github")),
+        (["userinfo", "--store", "/s", "github"], .userinfo(provider: "github")),
         (["demo"], .demo),
         (["help"], .help(topic: nil)),
         (["help", "login"], .help(topic: "login")),
@@ -61,6 +63,9 @@ struct ParserTests {
         (["login"], "missing PROVIDER"),
         (["token"], "missing PROVIDER"),
         (["logout"], "missing PROVIDER"),
+        (["userinfo"], "missing PROVIDER"),
+        (["userinfo", "a", "b"], "unexpected argument 'b'"),
+        (["userinfo", "a", "--json"], "unknown option '--json' for 'userinfo'"),
         (["token", "a", "b"], "unexpected argument 'b'"),
         (["status", "a", "b"], "unexpected argument 'b'"),
         (["providers", "x"], "unexpected argument 'x'"),
@@ -98,7 +103,7 @@ struct ParserTests {
     func help() async {
         let (output, stdout, _) = Output.capture()
         #expect(await Authflow.run(arguments: ["--help"], output: output, environment: [:]) == .success)
-        for word in ["providers", "login", "token", "status", "logout", "demo", "--config", "--store", "AUTHFLOW_CONFIG",
+        for word in ["providers", "login", "token", "status", "userinfo", "logout", "demo", "--config", "--store", "AUTHFLOW_CONFIG",
                      "AUTHFLOW_STORE", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "NO_COLOR", "DISPLAY"] {
             #expect(stdout.text.contains(word), "missing \(word)")
         }

@@ -309,7 +309,7 @@ struct RunTests {
         #expect((objects[1]["error"] as? String)?.contains("corrupted") == true)
     }
 
-    @Test("logout revokes the refresh token (RFC 7009) and forgets; --local skips the provider")
+    @Test("logout revokes the refresh token, then the access token (RFC 7009), and forgets; --local skips the provider")
     func logout() async throws {
         let h = try Harness()
         defer { h.directory.remove() }
@@ -318,12 +318,12 @@ struct RunTests {
         h.mock.script(.revocation, [MockResponse(status: 200)])
         let result = await h.run(["logout", "gh"])
         #expect(result.status == .success)
-        #expect(result.stdout.contains("Revoked"))
-        let sent = try #require(h.mock.requests(.revocation).first)
-        #expect(sent.form["token"] == "rt-lo")
-        #expect(sent.form["token_type_hint"] == "refresh_token")
+        #expect(result.stdout == "Revoked the tokens of gh at the provider and forgot them.\n")
+        let sent = h.mock.requests(.revocation)
+        #expect(sent.map { $0.form["token"] } == ["rt-lo", "at-lo"])
+        #expect(sent.map { $0.form["token_type_hint"] } == ["refresh_token", "access_token"])
         #expect(h.directory.storedKeys.isEmpty)
-        #expect(!result.stdout.contains("rt-lo"))
+        #expect(!result.stdout.contains("rt-lo") && !result.stderr.contains("rt-lo"))
 
         #expect(await h.deviceLogin("gh", access: "at-lo2", refresh: "rt-lo2") == .success)
         h.mock.clearRequests()
@@ -338,17 +338,49 @@ struct RunTests {
         #expect(await h.run(["logout", "gh"]).stdout.contains("Nothing was stored"))
     }
 
-    @Test("a failed revocation keeps the tokens and exits 75 so you can retry")
+    @Test("a refused revocation still forgets the tokens, says which token the provider did not confirm, and exits with its status")
     func logoutFailure() async throws {
         let h = try Harness()
         defer { h.directory.remove() }
         try h.catalog(catalogEntry(id: "gh", base: h.base))
-        #expect(await h.deviceLogin("gh", access: "at", refresh: "rt") == .success)
-        h.mock.script(.revocation, [.html(status: 503)])
+        #expect(await h.deviceLogin("gh", access: "at-f", refresh: "rt-f") == .success)
+        h.mock.script(.revocation, [.html(status: 503), MockResponse(status: 200)])
         let result = await h.run(["logout", "gh"])
         #expect(result.status == .temporaryFailure)
-        #expect(result.stderr.contains("still stored"))
-        #expect(h.directory.storedKeys == ["gh"])
+        #expect(result.stdout == "Forgot the tokens of gh locally.\nThe provider confirmed revoking the access token.\n")
+        #expect(result.stderr.contains("did not confirm revoking the refresh token"))
+        #expect(result.stderr.contains("HTTP 503"))
+        #expect(!result.stderr.contains("rt-f") && !result.stderr.contains("at-f"))
+        #expect(h.directory.storedKeys.isEmpty)
+    }
+
+    @Test("userinfo prints the claims as one escaped JSON object (OpenID Connect Core §5.3)")
+    func userinfo() async throws {
+        let h = try Harness()
+        defer { h.directory.remove() }
+        try h.catalog(catalogEntry(id: "gh", base: h.base, userinfo: true), catalogEntry(id: "plain", base: h.base))
+        #expect(await h.deviceLogin("gh", access: "at-u", refresh: "rt-u") == .success)
+        h.mock.script(.userinfo, [.json(#"{"sub":"user-1","name":"Eve\u001b[31m\nLine","n":12}"#)])
+        let result = await h.run(["userinfo", "gh"])
+        #expect(result.status == .success)
+        #expect(result.stdout == #"{"n":12,"name":"Eve\u001b[31m\nLine","sub":"user-1"}"# + "\n")
+        #expect(!result.stdout.contains("\u{1B}"))
+        #expect(h.mock.requests(.userinfo).count == 1)
+        #expect(h.mock.requests(.userinfo).first?.header("Authorization") == "Bearer at-u")
+
+        // A rejected token: 77 with the next step; no endpoint: 65; not logged in: 77.
+        h.mock.script(.userinfo, [MockResponse(status: 401, headers: ["WWW-Authenticate": #"Bearer error="invalid_token""#])])
+        let rejected = await h.run(["userinfo", "gh"])
+        #expect(rejected.status == .denied)
+        #expect(rejected.stderr.contains("invalid_token"))
+        #expect(rejected.stdout.isEmpty)
+        #expect(await h.deviceLogin("plain", access: "at-p", refresh: nil) == .success)
+        let noEndpoint = await h.run(["userinfo", "plain"])
+        #expect(noEndpoint.status == .dataError)
+        #expect(noEndpoint.stderr.contains("userinfoURL"))
+        #expect(await h.run(["logout", "gh", "--local"]).status == .success)
+        #expect(await h.run(["userinfo", "gh"]).status == .denied)
+        #expect(await h.run(["userinfo"]).status == .usage)
     }
 
     @Test("the catalog comes from --config, then AUTHFLOW_CONFIG, then XDG_CONFIG_HOME, then ~/.config")

@@ -21,7 +21,8 @@ extension Integration {
                   "tokenURL": "\(server.url("/o/token/").absoluteString)",
                   "deviceAuthorizationURL": "\(server.url("/o/device-authorization/").absoluteString)",
                   "revocationURL": "\(server.url("/o/revoke_token/").absoluteString)",
-                  "scopes": ["read", "write"],
+                  "userinfoURL": "\(server.url("/o/userinfo/").absoluteString)",
+                  "scopes": ["openid", "read", "write"],
                 }]
                 """.utf8).write(to: catalog)
             let store = directory.appendingPathComponent("store")
@@ -64,9 +65,19 @@ extension Integration {
             // No token ever reached login's output.
             #expect(!login.stdout.contains(accessToken) && !login.stderr.contains(accessToken))
 
+            // userinfo prints alice's claims as one JSON object (the token carries `openid`).
+            let userinfo = try await runBinary(common + ["userinfo", "dot-device"], environment: environment)
+            #expect(userinfo.status == 0, "userinfo exited \(userinfo.status); stderr: \(userinfo.stderr)")
+            let userinfoLines = userinfo.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+            #expect(userinfoLines.count == 2 && userinfoLines[1].isEmpty, "stdout must be one JSON object and a newline")
+            let claims = try #require(try JSONSerialization.jsonObject(with: Data(userinfoLines[0].utf8)) as? [String: Any])
+            #expect(claims["sub"] as? String == "1")
+            #expect(!userinfo.stdout.contains(accessToken) && !userinfo.stderr.contains(accessToken))
+
             // logout revokes at the server and forgets locally.
             let logout = try await runBinary(common + ["logout", "dot-device"], environment: environment)
             #expect(logout.status == 0, "logout exited \(logout.status); stderr: \(logout.stderr)")
+            #expect(logout.stdout == "Revoked the tokens of dot-device at the provider and forgot them.\n")
             #expect(try await ServerAPI(server).introspect(accessToken).active == false)
             let after = try await runBinary(common + ["token", "dot-device"], environment: environment)
             #expect(after.status == 77)

@@ -117,13 +117,19 @@ extension Integration {
             let tokens = try await signIn(flow)
             #expect(try await api.introspect(tokens.accessToken).active)
 
-            let revoked = try await flow.revoke(provider: "dot-pkce")
-            #expect(revoked)
-            let exchange = try #require(transport.exchanges(to: "/o/revoke_token/").only)
-            #expect(exchange.form["token"] == tokens.refreshToken?.reveal())
-            #expect(exchange.form["token_type_hint"] == "refresh_token")
-            #expect(exchange.form["client_id"] == Fixture.publicPKCEClient)
-            #expect(exchange.response?.status == 200)
+            let result = try await flow.revoke(provider: "dot-pkce")
+            #expect(result == RevocationResult(refreshTokenRevoked: true, accessTokenRevoked: true, heldTokens: [.refreshToken, .accessToken]))
+            // The refresh token first, then the access token (RFC 7009 §2.1 lets a server keep it alive).
+            let exchanges = transport.exchanges(to: "/o/revoke_token/")
+            try #require(exchanges.count == 2)
+            #expect(exchanges[0].form["token"] == tokens.refreshToken?.reveal())
+            #expect(exchanges[0].form["token_type_hint"] == "refresh_token")
+            #expect(exchanges[1].form["token"] == tokens.accessToken.reveal())
+            #expect(exchanges[1].form["token_type_hint"] == "access_token")
+            for exchange in exchanges {
+                #expect(exchange.form["client_id"] == Fixture.publicPKCEClient)
+                #expect(exchange.response?.status == 200)
+            }
 
             #expect(try await api.introspect(tokens.accessToken).active == false)
             let (status, reply) = try await api.refresh(try #require(tokens.refreshToken).reveal())
@@ -143,7 +149,8 @@ extension Integration {
             let token = try await flow.accessToken(for: "dot-cc")
             #expect(try await api.introspect(token).active)
 
-            #expect(try await flow.revoke(provider: "dot-cc"))
+            let result = try await flow.revoke(provider: "dot-cc")
+            #expect(result == RevocationResult(accessTokenRevoked: true, heldTokens: [.accessToken]))
             let exchange = try #require(transport.exchanges(to: "/o/revoke_token/").only)
             #expect(exchange.form["token_type_hint"] == "access_token")
             #expect((exchange.request.header("Authorization") != nil) == (authentication == .clientSecretBasic))

@@ -29,6 +29,25 @@ func documentationExamples(callbackURL: URL, catalogURL: URL) async throws {
     var urlRequest = URLRequest(url: URL(string: "https://x")!)
     let token = try await flow.accessToken(for: "billing-api")
     urlRequest.setValue("Bearer \(token.reveal())", forHTTPHeaderField: "Authorization")
+    let user = try await flow.userInfo(provider: "google")
+    let answer = try await flow.introspect(provider: "gitlab")
+    let result = try await flow.revoke(provider: "gitlab")
+    if !result.isComplete { print("the provider did not confirm:", result.errors.keys) }
+    _ = (user, answer)
+
+    // OIDC.md
+    let info = try await flow.userInfo(provider: "google")
+    print(info.subject)
+    let email = info.claims["email"]?.stringValue
+    _ = email
+    let introspection = try await flow.introspect(provider: "gitlab", token: .accessToken)
+    if introspection.active { print(introspection.scopes, introspection.expiresAt as Any, introspection.clientID as Any) }
+
+    // Grants/Revocation.md
+    let revocation = try await flow.revoke(provider: "gitlab")
+    if !revocation.isComplete {
+        for (token, error) in revocation.errors { print("not revoked at the provider: \(token.rawValue): \(error)") }
+    }
 
     // GettingStarted.md
     let flow2 = try await AuthFlow(catalogURL: catalogURL, store: try FileSecretStore())

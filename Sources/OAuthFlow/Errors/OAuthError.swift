@@ -121,7 +121,7 @@ public struct OAuthError: Error, Sendable, Equatable {
             return status == 429 || status >= 500 ? .retryLater : .fixConfiguration
         case .serverRejected:
             switch response?.code {
-            case .invalidGrant?: return .reauthorize
+            case .invalidGrant?, .invalidToken?: return .reauthorize
             case .temporarilyUnavailable?, .serverError?, .slowDown?, .authorizationPending?: return .retryLater
             default: return .fixConfiguration
             }
@@ -203,6 +203,11 @@ public struct ErrorResponse: Sendable, Hashable, Codable {
         public static let slowDown = Code(rawValue: "slow_down")
         /// `expired_token` (RFC 8628 §3.5).
         public static let expiredToken = Code(rawValue: "expired_token")
+        /// `invalid_token` (RFC 6750 §3.1): a protected resource rejected the access token (expired,
+        /// revoked, malformed); refresh it or authorize again.
+        public static let invalidToken = Code(rawValue: "invalid_token")
+        /// `insufficient_scope` (RFC 6750 §3.1): the access token lacks a scope the resource needs.
+        public static let insufficientScope = Code(rawValue: "insufficient_scope")
     }
 
     /// The `error` value.

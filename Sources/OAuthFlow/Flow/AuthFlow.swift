@@ -224,26 +224,38 @@ public actor AuthFlow {
 
     /// Revokes `provider`'s tokens at its revocation endpoint, then forgets them and publishes `.empty`.
     ///
-    /// The refresh token is revoked when held (RFC 7009 §2.1 ends its access tokens too), else the
-    /// access token. Local tokens are removed even when the provider has no revocation endpoint
-    /// (`revoked` is then false) but kept when the revocation request fails, so you can retry.
+    /// Sends the refresh token, then the access token, each with its `token_type_hint` and the
+    /// client's authentication: RFC 7009 §2.1 lets a server keep the access token alive after its
+    /// refresh token is revoked, and some do. The tokens are forgotten locally in every case —
+    /// when the provider has no revocation endpoint, is unreachable, or refuses — and the result
+    /// says which revocations the server confirmed; a refused one is also logged as a warning.
     /// See [RFC 7009 §2](https://www.rfc-editor.org/rfc/rfc7009#section-2).
-    /// - Returns: true when the provider confirmed the revocation.
-    /// - Throws: ``OAuthError`` `.transport`, `.serverRejected`, `.storage`.
+    /// - Returns: what the server confirmed; check ``RevocationResult/isComplete``.
+    /// - Throws: ``OAuthError`` `.configuration` for an unknown provider; `.storage` when the store
+    ///   cannot delete (the revocations were still sent).
     @discardableResult
-    public func revoke(provider id: String) async throws(OAuthError) -> Bool {
-        let provider = try self.provider(id)
-        var revoked = false
-        if let set = tokens[id], provider.revocationURL != nil {
-            do {
-                try await Revocation.revoke(set, client: client(for: provider))
-                revoked = true
-            } catch {
-                throw fail(id, error)
+    public func revoke(provider id: String) async throws(OAuthError) -> RevocationResult {
+        let provider: Provider
+        let url: URL?
+        do {
+            provider = try self.provider(id)
+            url = try await endpointURL(.revocation, of: provider)
+        } catch {
+            throw fail(id, error)
+        }
+        var result = RevocationResult(hasRevocationEndpoint: url != nil)
+        if let set = tokens[id] {
+            if let url {
+                result = await Revocation.revoke(set, url: url, client: client(for: provider))
+                for (kind, error) in result.errors.sorted(by: { $0.key.rawValue > $1.key.rawValue }) {
+                    logger.warning(id, "the provider did not confirm revoking the \(kind.rawValue): \(error.code); forgetting it anyway")
+                }
+            } else {
+                result.heldTokens = set.refreshToken == nil ? [.accessToken] : [.refreshToken, .accessToken]
             }
         }
-        try await clear(provider: id)
-        return revoked
+        do { try await clear(provider: id) } catch { throw fail(id, error) }
+        return result
     }
 
     /// Removes every provider's stored tokens and publishes `.empty`.

@@ -1,17 +1,69 @@
 import Foundation
 
-/// Token revocation ([RFC 7009](https://www.rfc-editor.org/rfc/rfc7009)).
+/// What ``AuthFlow/revoke(provider:)`` achieved at the provider ([RFC 7009](https://www.rfc-editor.org/rfc/rfc7009)).
+///
+/// The tokens are forgotten locally whatever this says. Check ``isComplete``: when false, a token
+/// the server did not confirm may stay valid there until it expires; ``errors`` says why
+/// (unreachable, refused, no endpoint).
+public struct RevocationResult: Sendable, Equatable {
+    /// True when the server confirmed revoking the refresh token (HTTP 200, RFC 7009 §2.2).
+    public var refreshTokenRevoked: Bool
+    /// True when the server confirmed revoking the access token (HTTP 200, RFC 7009 §2.2).
+    public var accessTokenRevoked: Bool
+    /// Which tokens were held when revoking began.
+    public var heldTokens: Set<TokenKind>
+    /// The failure of each revocation that was sent and not confirmed.
+    public var errors: [TokenKind: OAuthError]
+    /// False when the provider has no revocation endpoint, so nothing was sent.
+    public var hasRevocationEndpoint: Bool
+
+    /// Creates a result.
+    public init(
+        refreshTokenRevoked: Bool = false, accessTokenRevoked: Bool = false, heldTokens: Set<TokenKind> = [],
+        errors: [TokenKind: OAuthError] = [:], hasRevocationEndpoint: Bool = true
+    ) {
+        self.refreshTokenRevoked = refreshTokenRevoked
+        self.accessTokenRevoked = accessTokenRevoked
+        self.heldTokens = heldTokens
+        self.errors = errors
+        self.hasRevocationEndpoint = hasRevocationEndpoint
+    }
+
+    /// True when the server confirmed every held token's revocation (also when none was held).
+    public var isComplete: Bool {
+        heldTokens.allSatisfy { $0 == .refreshToken ? refreshTokenRevoked : accessTokenRevoked }
+    }
+}
+
+/// Token revocation ([RFC 7009](https://www.rfc-editor.org/rfc/rfc7009)); no state.
 enum Revocation {
-    /// Revokes the refresh token (which also ends its access tokens, RFC 7009 §2.1), else the access token.
+    /// Revokes the refresh token, then the access token, each with its `token_type_hint`.
     ///
-    /// A 200 with any body is success (RFC 7009 §2.2); `unsupported_token_type` is reported as `.serverRejected`.
-    static func revoke(_ set: TokenSet, client: EndpointClient) async throws(OAuthError) {
-        guard let url = client.provider.revocationURL else {
-            throw OAuthError(.configuration, providerID: client.provider.id, endpoint: .revocation,
-                             message: "provider \"\(client.provider.id)\" has no revocationURL")
+    /// Both are sent: RFC 7009 §2.1 lets a server keep access tokens alive after their refresh
+    /// token is revoked. A failure of one does not stop the other; each is recorded in the result.
+    static func revoke(_ set: TokenSet, url: URL, client: EndpointClient) async -> RevocationResult {
+        var result = RevocationResult(heldTokens: set.refreshToken == nil ? [.accessToken] : [.refreshToken, .accessToken])
+        if let refreshToken = set.refreshToken {
+            do {
+                try await revoke(refreshToken, kind: .refreshToken, url: url, client: client)
+                result.refreshTokenRevoked = true
+            } catch {
+                result.errors[.refreshToken] = error
+            }
         }
-        let (token, hint) = set.refreshToken.map { ($0, "refresh_token") } ?? (set.accessToken, "access_token")
-        let request = client.formRequest(url: url, fields: [("token", token.reveal()), ("token_type_hint", hint)])
+        do {
+            try await revoke(set.accessToken, kind: .accessToken, url: url, client: client)
+            result.accessTokenRevoked = true
+        } catch {
+            result.errors[.accessToken] = error
+        }
+        return result
+    }
+
+    /// One revocation request (RFC 7009 §2.1). A 200 with any body is success (§2.2);
+    /// `unsupported_token_type` and other §5.2 errors are `.serverRejected` (§2.2.1).
+    static func revoke(_ token: Secret, kind: TokenKind, url: URL, client: EndpointClient) async throws(OAuthError) {
+        let request = client.formRequest(url: url, fields: [("token", token.reveal()), ("token_type_hint", kind.rawValue)])
         do {
             _ = try await client.send(request, endpoint: .revocation)
         } catch where error.code == .invalidResponse && error.httpStatus.map({ (200..<300).contains($0) }) == true {

@@ -30,7 +30,7 @@ struct TemporaryDirectory: Sendable {
 /// A catalog entry as JSON text.
 func catalogEntry(
     id: String, base: String, device: Bool = true, browser: Bool = false, secret: String? = nil,
-    redirectURI: String? = nil, revocation: Bool = true, scopes: [String] = ["read"]
+    redirectURI: String? = nil, revocation: Bool = true, userinfo: Bool = false, scopes: [String] = ["read"]
 ) -> String {
     var fields = [#""id": "\#(id)""#, #""clientID": "client-\#(id)""#, #""tokenURL": "\#(base)/token""#]
     if device { fields.append(#""deviceAuthorizationURL": "\#(base)/device/code""#) }
@@ -38,6 +38,7 @@ func catalogEntry(
     if let secret { fields.append(#""clientSecret": "\#(secret)""#) }
     if let redirectURI { fields.append(#""redirectURI": "\#(redirectURI)""#) }
     if revocation { fields.append(#""revocationURL": "\#(base)/revoke""#) }
+    if userinfo { fields.append(#""userinfoURL": "\#(base)/userinfo""#) }
     fields.append(#""scopes": [\#(scopes.map { "\"\($0)\"" }.joined(separator: ", "))]"#)
     return "{ " + fields.joined(separator: ", ") + " }"
 }

@@ -116,7 +116,7 @@ struct TokenReply: Decodable, Sendable {
 }
 
 /// OpenID Connect userinfo claims.
-struct UserInfo: Decodable, Sendable {
+struct UserInfoClaims: Decodable, Sendable {
     var sub: String
     var preferredUsername: String?
     var email: String?
@@ -173,12 +173,12 @@ struct ServerAPI: Sendable {
     }
 
     /// GET userinfo with a bearer token; the claims on 200, nil otherwise.
-    func userinfo(_ token: Secret) async throws -> (status: Int, claims: UserInfo?) {
+    func userinfo(_ token: Secret) async throws -> (status: Int, claims: UserInfoClaims?) {
         let response = try await transport.send(HTTPRequest(
             method: "GET", url: server.url("/o/userinfo/"),
             headers: [("Authorization", "Bearer \(token.reveal())"), ("Accept", "application/json")]))
         guard response.status == 200 else { return (response.status, nil) }
-        return (200, try JSONDecoder().decode(UserInfo.self, from: response.body))
+        return (200, try JSONDecoder().decode(UserInfoClaims.self, from: response.body))
     }
 }
 

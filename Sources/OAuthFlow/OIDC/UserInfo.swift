@@ -1,0 +1,142 @@
+import Foundation
+
+/// The claims the userinfo endpoint returned about the signed-in user
+/// ([OpenID Connect Core §5.3.2](https://openid.net/specs/openid-connect-core-1_0.html#UserInfoResponse)).
+///
+/// Get one from ``AuthFlow/userInfo(provider:)``; read ``subject`` for the user's stable id and
+/// ``claims`` for everything else (`email`, `name`, …), each a ``JSONValue``. When an ID token is
+/// held, ``subject`` has already been checked to equal its `sub` (Core §5.3.4). `description`,
+/// `debugDescription` and `dump` show only `sub`: the other claims are personal data.
+public struct UserInfo: Sendable, Hashable {
+    /// The `sub` claim: the user's identifier at the provider.
+    public var subject: String
+    /// Every claim of the response, `sub` included.
+    public var claims: [String: JSONValue]
+
+    /// Creates a userinfo value; `claims` should hold `sub` too.
+    public init(subject: String, claims: [String: JSONValue]) {
+        self.subject = subject
+        self.claims = claims
+    }
+
+    /// Reads a userinfo answer: a JSON object whose `sub` is a non-empty string.
+    /// - Throws: ``OAuthError`` `.invalidResponse` through `object`'s failure.
+    init(_ object: JSONObject) throws(OAuthError) {
+        subject = try object.requiredString("sub")
+        claims = object.members
+    }
+}
+
+extension UserInfo: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// `UserInfo(sub: …, N claims)`: the subject and how many claims, no claim values.
+    public var description: String { "UserInfo(sub: \(subject), \(claims.count) claims)" }
+    /// Same as ``description``.
+    public var debugDescription: String { description }
+    /// Only the subject and the claim count, so `dump` shows no personal data.
+    public var customMirror: Mirror { Mirror(self, children: ["subject": subject, "claimCount": claims.count], displayStyle: .struct) }
+}
+
+/// The userinfo request and the reading of its answer (OpenID Connect Core §5.3); no state.
+enum UserInfoEndpoint {
+    /// The media types accepted: a JSON object, or a signed JWT (Core §5.3.2).
+    static let accept = "application/json, application/jwt"
+
+    /// Sends the bearer GET and returns the answer's claims, unchecked against the ID token.
+    ///
+    /// - Throws: ``OAuthError`` `.serverRejected` with `invalid_token` (RFC 6750 §3.1) for a
+    ///   rejected token; `.httpStatus` for another non-2xx; `.invalidResponse` for a body that is
+    ///   not a JSON object with `sub`, or for a signed JWT (not supported yet); `.transport`.
+    static func fetch(_ url: URL, token: Secret, client: EndpointClient) async throws(OAuthError) -> UserInfo {
+        let response = try await client.exchange(client.getRequest(url: url, bearer: token, accept: accept), endpoint: .userinfo)
+        let provider = client.provider.id
+        guard (200..<300).contains(response.status) else {
+            throw BearerChallenge.error(for: response, provider: provider, endpoint: .userinfo)
+        }
+        let invalid = client.invalid(.userinfo, status: response.status)
+        if response.mediaType == "application/jwt" {
+            throw invalid("a signed userinfo response (application/jwt, OpenID Connect Core §5.3.2) is not supported yet; "
+                + "configure the provider to answer JSON")
+        }
+        // application/json as Core §5.3.2 says; a JSON object under another media type is read too.
+        guard response.mediaType == "application/json" || response.body.first(where: { !$0.isWhitespaceByte }) == UInt8(ascii: "{") else {
+            throw invalid("expected application/json, got \(EndpointClient.describeBody(response))")
+        }
+        let value = try EndpointClient.parseJSON(response.body, endpoint: .userinfo, provider: provider, status: response.status)
+        return try UserInfo(JSONObject(value, what: "the userinfo response", failure: invalid))
+    }
+}
+
+/// The error a protected resource reports in `WWW-Authenticate: Bearer …` ([RFC 6750 §3](https://www.rfc-editor.org/rfc/rfc6750#section-3)).
+enum BearerChallenge {
+    /// The `error`, `error_description` and `error_uri` of a `Bearer` challenge; nil without one.
+    static func parse(_ header: String) -> ErrorResponse? {
+        let trimmed = header.trimmingCharacters(in: .whitespaces)
+        guard trimmed.count >= 6, trimmed.prefix(6).lowercased() == "bearer" else { return nil }
+        var parameters: [String: String] = [:]
+        var rest = Substring(trimmed.dropFirst(6))
+        // auth-param = token BWS "=" BWS ( token / quoted-string ), separated by commas (RFC 9110 §11.2).
+        while true {
+            rest = rest.drop { $0 == " " || $0 == "," || $0 == "\t" }
+            guard let equals = rest.firstIndex(of: "=") else { break }
+            let name = rest[..<equals].trimmingCharacters(in: .whitespaces).lowercased()
+            rest = rest[rest.index(after: equals)...].drop { $0 == " " || $0 == "\t" }
+            var value = ""
+            if rest.first == "\"" {
+                rest = rest.dropFirst()
+                var escaped = false
+                var closed = false
+                while let character = rest.first {
+                    rest = rest.dropFirst()
+                    if escaped {
+                        value.append(character)
+                        escaped = false
+                    } else if character == "\\" {
+                        escaped = true
+                    } else if character == "\"" {
+                        closed = true
+                        break
+                    } else {
+                        value.append(character)
+                    }
+                }
+                guard closed else { break }
+            } else {
+                let end = rest.firstIndex(of: ",") ?? rest.endIndex
+                value = rest[..<end].trimmingCharacters(in: .whitespaces)
+                rest = rest[end...]
+            }
+            if parameters[name] == nil { parameters[name] = value }
+        }
+        guard let code = parameters["error"], !code.isEmpty else { return nil }
+        return ErrorResponse(code: .init(rawValue: code), errorDescription: parameters["error_description"], errorURI: parameters["error_uri"])
+    }
+
+    /// The error for a non-2xx answer of a bearer-protected endpoint: the challenge's RFC 6750 code
+    /// (or a §5.2 JSON body's) as `.serverRejected`, else `.httpStatus`.
+    static func error(for response: HTTPResponse, provider: String, endpoint: OAuthError.Endpoint) -> OAuthError {
+        var challenge = response.headers["www-authenticate"].flatMap(parse)
+        if challenge == nil {
+            // A §5.2-style JSON body instead of the header; a broken body only loses the detail, not the failure.
+            do {
+                if let object = try EndpointClient.parseBody(response, endpoint: endpoint, provider: provider) {
+                    challenge = EndpointClient.errorResponse(in: object)
+                }
+            } catch {}
+        }
+        guard let challenge else {
+            return OAuthError(.httpStatus, providerID: provider, endpoint: endpoint, httpStatus: response.status,
+                              message: "HTTP \(response.status) with \(EndpointClient.describeBody(response))")
+        }
+        let message: String?
+        switch challenge.code {
+        case .invalidToken:
+            message = "the access token was rejected (expired or revoked); call refresh(provider:) or authorize again"
+        case .insufficientScope:
+            message = "the access token lacks a scope this endpoint needs; authorize again with it"
+        default:
+            message = nil
+        }
+        return OAuthError(.serverRejected, providerID: provider, endpoint: endpoint, httpStatus: response.status,
+                          response: challenge, message: message)
+    }
+}
