@@ -1,30 +1,19 @@
 internal import COpenSSL
 import Foundation
 
-/// SHA-256, random bytes and constant-time comparison over the system's libcrypto.
+/// SHA-2 digests over the system's libcrypto.
 enum Digest {
     /// SHA-256 of `data` through OpenSSL EVP.
-    static func sha256(_ data: [UInt8]) throws(OAuthError) -> [UInt8] {
+    static func sha256(_ data: [UInt8]) throws(OAuthError) -> [UInt8] { try hash(data, with: .sha256) }
+
+    /// The digest of `data` with one of the shared, pre-fetched hash algorithms (`EVP_Digest`).
+    static func hash(_ data: [UInt8], with algorithm: MessageDigest) throws(OAuthError) -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
-        let ok = data.withUnsafeBufferPointer { buffer in
-            EVP_Digest(buffer.baseAddress, buffer.count, &digest, &length, sha256Algorithm.pointer, nil)
+        guard EVP_Digest(data, data.count, &digest, &length, algorithm.pointer, nil) == 1 else {
+            throw OAuthError(.crypto, message: "\(algorithm.name) failed: \(OpenSSLError.last())")
         }
-        guard ok == 1 else { throw OAuthError(.crypto, message: "SHA-256 failed: \(OpenSSLError.last())") }
         return Array(digest.prefix(Int(length)))
-    }
-}
-
-/// SHA-256 fetched once: OpenSSL 3 otherwise looks the algorithm up again on every digest.
-private let sha256Algorithm = FetchedDigest(name: "SHA256")
-
-/// An `EVP_MD` fetched from the default provider, kept for the process's lifetime.
-private final class FetchedDigest: @unchecked Sendable {   // safe: immutable pointer to a thread-safe, read-only EVP_MD
-    let pointer: OpaquePointer?
-
-    init(name: String) {
-        // Falls back to the built-in (implicitly fetched) table if the explicit fetch fails.
-        pointer = EVP_MD_fetch(nil, name, nil) ?? EVP_sha256()
     }
 }
 
@@ -99,11 +88,43 @@ enum Base64URL {
         }
     }
 
+    /// Decodes unpadded base64url (RFC 4648 §5, RFC 7515 §2). Nil for any character outside the URL
+    /// alphabet ("+", "/", "=" and whitespace included), an impossible length, or non-zero trailing
+    /// bits (so each byte string has exactly one accepted encoding).
     static func decode(_ string: String) -> [UInt8]? {
-        // Only the URL alphabet, unpadded (RFC 4648 §5, RFC 7515 §2): "+", "/" and "=" are refused.
-        guard !string.contains(where: { $0 == "+" || $0 == "/" || $0 == "=" }) else { return nil }
-        var base64 = string.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64).map(Array.init)
+        decode(utf8: Array(string.utf8))
+    }
+
+    /// ``decode(_:)`` over the encoded UTF-8 bytes.
+    static func decode<Bytes: Collection<UInt8>>(utf8 input: Bytes) -> [UInt8]? {
+        let remainder = input.count % 4
+        guard remainder != 1 else { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(input.count * 3 / 4)
+        var accumulator: UInt32 = 0
+        var bits = 0
+        for character in input {
+            guard let value = sextet(character) else { return nil }
+            accumulator = accumulator << 6 | UInt32(value)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                out.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+                accumulator &= (1 << UInt32(bits)) - 1
+            }
+        }
+        guard accumulator == 0 else { return nil }  // non-canonical: unused low bits set
+        return out
+    }
+
+    private static func sextet(_ character: UInt8) -> UInt8? {
+        switch character {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): return character - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): return character - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return character - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "-"): return 62
+        case UInt8(ascii: "_"): return 63
+        default: return nil
+        }
     }
 }

@@ -34,7 +34,9 @@ public struct OAuthError: Error, Sendable, Equatable {
         public static let stateMismatch = Code(.stateMismatch)
         /// The callback URL is malformed, lacks `code`, or carries a wrong `iss` (RFC 9207).
         public static let invalidCallback = Code(.invalidCallback)
-        /// The ID token failed validation (OpenID Connect Core §3.1.3.7).
+        /// The ID token failed validation (OpenID Connect Core §3.1.3.7, §12.2): its signature, `iss`, `aud`,
+        /// `azp`, `exp`/`iat`/`nbf`, `nonce`, `at_hash`/`c_hash` or `auth_time`. The message names the failed
+        /// check, never the token; nothing was stored. Log in again (``Recovery/reauthorize``).
         public static let idTokenRejected = Code(.idTokenRejected)
         /// The secret store could not read or write; see the message and ``OAuthError/underlying``.
         public static let storage = Code(.storage)
