@@ -109,7 +109,7 @@ extension ProviderCatalogTests {
             let provider = try #require(providers.first)
             #expect(providers.count == 1)
             #expect(provider.id == "demo")
-            #expect(provider.tokenURL.absoluteString == "https://auth.example.com/token")
+            #expect(provider.tokenURL?.absoluteString == "https://auth.example.com/token")
             #expect(provider.clientID == "app")
             #expect(provider.clientSecret == nil)
             #expect(provider.clientAuthentication == .none)
@@ -211,7 +211,7 @@ extension ProviderCatalogTests {
             let json = #"[{"id": "demo", "tokenURL": "https:\/\/auth.example.com\/token", "clientID": "caf\u00e9 \ud83d\ude00 \"q\" \\ \t"}]"#
             let data = Data([0xEF, 0xBB, 0xBF]) + Data(json.utf8)
             let provider = try #require(try ProviderCatalog.load(data: data, environment: [:]).first)
-            #expect(provider.tokenURL.absoluteString == "https://auth.example.com/token")
+            #expect(provider.tokenURL?.absoluteString == "https://auth.example.com/token")
             #expect(provider.clientID == "café 😀 \"q\" \\ \t")
         }
 
@@ -220,7 +220,7 @@ extension ProviderCatalogTests {
         ])
         func loopbackHTTP(url: String) throws {
             let json = #"[{"id": "dev", "tokenURL": "\#(url)", "clientID": "app"}]"#
-            #expect(try CatalogFixture.load(json).first?.tokenURL.absoluteString == url)
+            #expect(try CatalogFixture.load(json).first?.tokenURL?.absoluteString == url)
         }
 
         @Test("An alias given with the same value as its key is accepted")
@@ -252,7 +252,7 @@ extension ProviderCatalogTests {
             #expect(providers.map(\.id) == ["GitHub", "Google", "Slack"])
 
             let github = providers[0]
-            #expect(github.tokenURL.absoluteString == "https://github.com/login/oauth/access_token")
+            #expect(github.tokenURL?.absoluteString == "https://github.com/login/oauth/access_token")
             #expect(github.deviceAuthorizationURL?.absoluteString == "https://github.com/login/device/code")
             #expect(github.scopes == ["read:user", "repo"])
             #expect(github.redirectURI?.absoluteString == "myapp://oauth/callback")
@@ -264,7 +264,7 @@ extension ProviderCatalogTests {
             #expect(providers[1].debug == false)
 
             let slack = providers[2]
-            #expect(slack.tokenURL.absoluteString == "https://slack.com/api/oauth.v2.access")
+            #expect(slack.tokenURL?.absoluteString == "https://slack.com/api/oauth.v2.access")
             #expect(slack.userAgent == "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko)")
             #expect(slack.deviceAuthorizationURL == nil)
         }
@@ -710,7 +710,7 @@ extension ProviderCatalogTests {
 
             let github = try #require(byID["github"])
             #expect(github.deviceAuthorizationURL?.absoluteString == "https://github.com/login/device/code")
-            #expect(github.tokenURL.absoluteString == "https://github.com/login/oauth/access_token")
+            #expect(github.tokenURL?.absoluteString == "https://github.com/login/oauth/access_token")
             #expect(github.authorizationURL?.absoluteString == "https://github.com/login/oauth/authorize")
             #expect(github.scopes == ["read:user"])
             #expect(github.clientAuthentication == .none)
@@ -723,7 +723,7 @@ extension ProviderCatalogTests {
 
             let google = try #require(byID["google"])
             #expect(google.authorizationURL?.absoluteString == "https://accounts.google.com/o/oauth2/v2/auth")
-            #expect(google.tokenURL.absoluteString == "https://oauth2.googleapis.com/token")
+            #expect(google.tokenURL?.absoluteString == "https://oauth2.googleapis.com/token")
             #expect(google.deviceAuthorizationURL?.absoluteString == "https://oauth2.googleapis.com/device/code")
             #expect(google.revocationURL?.absoluteString == "https://oauth2.googleapis.com/revoke")
             #expect(google.jwksURL?.absoluteString == "https://www.googleapis.com/oauth2/v3/certs")

@@ -5,8 +5,8 @@ enum Revocation {
     /// Revokes the refresh token (which also ends its access tokens, RFC 7009 §2.1), else the access token.
     ///
     /// A 200 with any body is success (RFC 7009 §2.2); `unsupported_token_type` is reported as `.serverRejected`.
-    static func revoke(_ set: TokenSet, client: EndpointClient) async throws(OAuthError) {
-        guard let url = client.provider.revocationURL else {
+    static func revoke(_ set: TokenSet, client: EndpointClient, url: URL?) async throws(OAuthError) {
+        guard let url else {
             throw OAuthError(.configuration, providerID: client.provider.id, endpoint: .revocation,
                              message: "provider \"\(client.provider.id)\" has no revocationURL")
         }
