@@ -4,13 +4,22 @@ public struct Invocation: Sendable, Equatable {
     public var configPath: String?
     /// `--store DIR`, when given.
     public var storePath: String?
+    /// `--store-key-file FILE`, when given: the key that encrypts the store's entries.
+    public var storeKeyPath: String?
+    /// `--store-previous-key-file FILE` values, in order: older keys still accepted for reading.
+    public var previousStoreKeyPaths: [String]
     /// The command to run.
     public var command: Command
 
     /// Creates an invocation.
-    public init(configPath: String? = nil, storePath: String? = nil, command: Command) {
+    public init(
+        configPath: String? = nil, storePath: String? = nil, storeKeyPath: String? = nil, previousStoreKeyPaths: [String] = [],
+        command: Command
+    ) {
         self.configPath = configPath
         self.storePath = storePath
+        self.storeKeyPath = storeKeyPath
+        self.previousStoreKeyPaths = previousStoreKeyPaths
         self.command = command
     }
 }
@@ -108,16 +117,21 @@ extension Authflow {
     /// The commands, in the order `--help` lists them.
     static let commandNames = ["providers", "login", "token", "status", "logout", "demo", "help"]
 
-    private static let valueOptions: Set<String> = ["--config", "--store", "--scope", "--timeout"]
+    private static let valueOptions: Set<String> = [
+        "--config", "--store", "--store-key-file", "--store-previous-key-file", "--scope", "--timeout",
+    ]
 
     /// Parses the arguments after the program name.
     ///
-    /// Global options (`--config`, `--store`) may come before or after the command; `--` ends
+    /// Global options (`--config`, `--store`, `--store-key-file`, `--store-previous-key-file`) may
+    /// come before or after the command; `--` ends
     /// options. `--help` anywhere asks for the command's help.
     /// - Throws: ``UsageError`` for anything that cannot be run.
     public static func parse(_ arguments: [String]) throws(UsageError) -> Invocation {
         var configPath: String?
         var storePath: String?
+        var storeKeyPath: String?
+        var previousStoreKeyPaths: [String] = []
         var commandName: String?
         var positionals: [String] = []
         var options: [(name: String, value: String?)] = []
@@ -159,12 +173,19 @@ extension Authflow {
             case "--store":
                 guard let value, !value.isEmpty else { throw UsageError("--store needs a directory", command: commandName) }
                 storePath = value
+            case "--store-key-file":
+                guard let value, !value.isEmpty else { throw UsageError("--store-key-file needs a file", command: commandName) }
+                storeKeyPath = value
+            case "--store-previous-key-file":
+                guard let value, !value.isEmpty else { throw UsageError("--store-previous-key-file needs a file", command: commandName) }
+                previousStoreKeyPaths.append(value)
             default: options.append((name, value))
             }
         }
 
         func invocation(_ command: Command) -> Invocation {
-            Invocation(configPath: configPath, storePath: storePath, command: command)
+            Invocation(configPath: configPath, storePath: storePath, storeKeyPath: storeKeyPath,
+                       previousStoreKeyPaths: previousStoreKeyPaths, command: command)
         }
         if wantsHelp {
             if let commandName, commandName != "help", !commandNames.contains(commandName) {

@@ -234,10 +234,34 @@ struct Context: Sendable {
 
     func store() throws(CLIError) -> FileSecretStore {
         let directory = try storeURL()
+        let encryption = try storeEncryption()
         do {
-            return try FileSecretStore(directory: directory, environment: environment, lockTimeout: services.lockTimeout)
+            return try FileSecretStore(directory: directory, environment: environment, lockTimeout: services.lockTimeout,
+                                       encryption: encryption)
         } catch {
             throw .oauth(error, provider: nil)
+        }
+    }
+
+    /// `--store-key-file`, else `$AUTHFLOW_STORE_KEY_FILE`, with any `--store-previous-key-file`; nil: no encryption.
+    func storeEncryption() throws(CLIError) -> EntryEncryption? {
+        let fromEnvironment = environment["AUTHFLOW_STORE_KEY_FILE"].flatMap { $0.isEmpty ? nil : $0 }
+        guard let path = invocation.storeKeyPath ?? fromEnvironment else {
+            guard invocation.previousStoreKeyPaths.isEmpty else {
+                throw .usage(UsageError("--store-previous-key-file needs --store-key-file or AUTHFLOW_STORE_KEY_FILE",
+                                        command: invocation.command.name))
+            }
+            return nil
+        }
+        do throws(OAuthError) {
+            let key = try StoreKey(contentsOf: URL(fileURLWithPath: path))
+            var previous: [StoreKey] = []
+            for previousPath in invocation.previousStoreKeyPaths {
+                previous.append(try StoreKey(contentsOf: URL(fileURLWithPath: previousPath)))
+            }
+            return EntryEncryption(key: key, previousKeys: previous)
+        } catch {
+            throw .data(error.message ?? error.description)  // names the key file and the reason, never its content
         }
     }
 

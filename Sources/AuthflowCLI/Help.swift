@@ -108,6 +108,11 @@ extension Authflow {
         Options:
           --config FILE    the provider catalog (JSON; see Documentation/Catalog.md)
           --store DIR      the token store directory (created with mode 0700)
+          --store-key-file FILE
+                           encrypt the store's entries (AES-256-GCM) with the key in FILE: 32 random bytes,
+                           raw or as 64 hex characters, mode 0600 (make one: umask 077; openssl rand -hex 32 > FILE)
+          --store-previous-key-file FILE
+                           an older key, still accepted for reading after a rotation (repeatable)
           -h, --help       show help
           -V, --version    show the version
 
@@ -116,6 +121,8 @@ extension Authflow {
                              else ~/.config/authflow/providers.json
           AUTHFLOW_STORE     the store when --store is not given; else $XDG_STATE_HOME/authflow,
                              else ~/.local/state/authflow
+          AUTHFLOW_STORE_KEY_FILE
+                             the store key file when --store-key-file is not given; unset: entries are not encrypted
           DISPLAY, WAYLAND_DISPLAY
                              when either is set, login prefers the browser and opens it with xdg-open
           NO_COLOR           when set, no colour

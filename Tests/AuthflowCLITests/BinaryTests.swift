@@ -115,6 +115,67 @@ struct BinaryTests {
         #expect(try await runBinary(base + ["token", "gh"], environment: environment).status == 77)
     }
 
+    @Test("--store-key-file: login stores an encrypted entry with no token on disk; token reads it back; a wrong or missing key fails")
+    func encryptedStore() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        try directory.writeCatalog([catalogEntry(id: "gh", base: server.baseURL)])
+        server.script("/device/code", [.deviceCode(user: "ABCD-EFGH", interval: 1)])
+        server.script("/token", [.token("at-sealed-7Qx2", refresh: "rt-sealed-9Vw4")])
+        let keyFile = directory.url.appendingPathComponent("store.key")
+        let otherKeyFile = directory.url.appendingPathComponent("other.key")
+        try Data((String(repeating: "5a", count: 32) + "\n").utf8).write(to: keyFile)
+        try Data(String(repeating: "a5", count: 32).utf8).write(to: otherKeyFile)
+        #expect(chmod(keyFile.path, 0o600) == 0 && chmod(otherKeyFile.path, 0o600) == 0)
+        let base = ["--config", directory.config.path, "--store", directory.store.path]
+        let environment = cleanEnvironment(directory)
+
+        let login = try await runBinary(base + ["--store-key-file", keyFile.path, "login", "gh", "--device"], environment: environment)
+        #expect(login.status == 0, "\(login.stderr)")
+        let onDisk = try Data(contentsOf: directory.store.appendingPathComponent("gh.json"))
+        #expect(onDisk.prefix(4) == Data("OAFE".utf8))
+        #expect(EntryEncryption.keyID(of: onDisk) == (try StoreKey(contentsOf: keyFile)).id)
+        for secret in ["at-sealed-7Qx2", "rt-sealed-9Vw4", "accessToken"] {
+            #expect(onDisk.range(of: Data(secret.utf8)) == nil, "\(secret) on disk")
+        }
+
+        // The key from the environment variable reads it back, without a request.
+        let token = try await runBinary(base + ["token", "gh"], environment: cleanEnvironment(directory, ["AUTHFLOW_STORE_KEY_FILE": keyFile.path]))
+        #expect(token.status == 0, "\(token.stderr)")
+        #expect(token.stdout == "at-sealed-7Qx2\n")
+        #expect(server.requests("/token").count == 1)
+
+        // Without the key, or with another one: exit 65, the file untouched, no token printed.
+        let noKey = try await runBinary(base + ["token", "gh"], environment: environment)
+        #expect(noKey.status == 65)
+        #expect(noKey.stderr.contains("encrypted"), "\(noKey.stderr)")
+        let wrongKey = try await runBinary(base + ["--store-key-file", otherKeyFile.path, "token", "gh"], environment: environment)
+        #expect(wrongKey.status == 65)
+        #expect(wrongKey.stderr.contains("not configured"), "\(wrongKey.stderr)")
+        for run in [noKey, wrongKey] { #expect(run.stdout.isEmpty && !run.stderr.contains("at-sealed-7Qx2")) }
+        #expect(try Data(contentsOf: directory.store.appendingPathComponent("gh.json")) == onDisk)
+
+        // Rotation: the new key reads the old entry when the old key is listed as previous.
+        let rotated = try await runBinary(base + ["--store-key-file", otherKeyFile.path, "--store-previous-key-file", keyFile.path, "token", "gh"],
+                                          environment: environment)
+        #expect(rotated.status == 0, "\(rotated.stderr)")
+        #expect(rotated.stdout == "at-sealed-7Qx2\n")
+
+        // A key file others can read is refused before anything is read, naming the file and never its content.
+        #expect(chmod(keyFile.path, 0o644) == 0)
+        let wide = try await runBinary(base + ["--store-key-file", keyFile.path, "token", "gh"], environment: environment)
+        #expect(wide.status == 65)
+        #expect(wide.stderr.contains(keyFile.path) && wide.stderr.contains("mode 0644"), "\(wide.stderr)")
+        #expect(!wide.stderr.contains("5a5a5a"))
+
+        // The way out without the key: logout --local removes the entry it cannot open.
+        let forget = try await runBinary(base + ["logout", "gh", "--local"], environment: environment)
+        #expect(forget.status == 0, "\(forget.stderr)")
+        #expect(directory.storedKeys.isEmpty)
+    }
+
     @Test("token refreshes an expired stored token, stores the new one, and prints only it")
     func tokenRefreshesExpired() async throws {
         let directory = try TemporaryDirectory()

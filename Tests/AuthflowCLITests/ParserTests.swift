@@ -38,6 +38,18 @@ struct ParserTests {
         #expect(after == before)
     }
 
+    @Test("--store-key-file and --store-previous-key-file (repeatable) are global options")
+    func storeKeyOptions() throws {
+        let parsed = try Authflow.parse(["--store-key-file", "/k", "token", "x", "--store-previous-key-file=/old1",
+                                         "--store-previous-key-file", "/old2"])
+        #expect(parsed == Invocation(storeKeyPath: "/k", previousStoreKeyPaths: ["/old1", "/old2"], command: .token(provider: "x", json: false)))
+        #expect(try Authflow.parse(["status"]).storeKeyPath == nil)
+        let empty = #expect(throws: UsageError.self) { try Authflow.parse(["--store-key-file=", "status"]) }
+        #expect(empty?.message == "--store-key-file needs a file")
+        let missing = #expect(throws: UsageError.self) { try Authflow.parse(["status", "--store-previous-key-file"]) }
+        #expect(missing?.message == "--store-previous-key-file needs a value")
+    }
+
     @Test("'--' ends options, so a provider id may start with a dash")
     func doubleDash() throws {
         #expect(try Authflow.parse(["token", "--", "-odd"]).command == .token(provider: "-odd", json: false))

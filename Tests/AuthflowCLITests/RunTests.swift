@@ -405,6 +405,36 @@ struct RunTests {
         }
     }
 
+    @Test("the store key is --store-key-file, then AUTHFLOW_STORE_KEY_FILE; a previous key without a current one is a usage error")
+    func storeKeyResolution() async throws {
+        let h = try Harness()
+        defer { h.directory.remove() }
+        try h.catalog(catalogEntry(id: "svc", base: h.base, device: false, secret: "s"))
+        h.mock.script(.token, [.token(access: "at-run-key")])
+        func writeKey(_ name: String) throws -> String {
+            let url = h.directory.url.appendingPathComponent(name)
+            try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: url)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
+            return url.path
+        }
+        let flagPath = try writeKey("flag.key")
+        let environmentPath = try writeKey("env.key")
+        let flagID = try StoreKey(contentsOf: URL(fileURLWithPath: flagPath)).id
+        let environmentID = try StoreKey(contentsOf: URL(fileURLWithPath: environmentPath)).id
+        let entry = h.directory.store.appendingPathComponent("svc.json")
+
+        #expect(await h.run(["--store-key-file", flagPath, "login", "svc"], environment: ["AUTHFLOW_STORE_KEY_FILE": environmentPath]).status == .success)
+        #expect(EntryEncryption.keyID(of: try Data(contentsOf: entry)) == flagID)
+        #expect(await h.run(["login", "svc"], environment: ["AUTHFLOW_STORE_KEY_FILE": environmentPath]).status == .success)
+        #expect(EntryEncryption.keyID(of: try Data(contentsOf: entry)) == environmentID)
+        #expect(await h.run(["login", "svc"], environment: ["AUTHFLOW_STORE_KEY_FILE": ""]).status == .success)
+        #expect(!EntryEncryption.isSealed(try Data(contentsOf: entry)))
+
+        let orphan = await h.run(["--store-previous-key-file", flagPath, "status"])
+        #expect(orphan.status == .usage)
+        #expect(orphan.stderr.contains("--store-previous-key-file needs --store-key-file or AUTHFLOW_STORE_KEY_FILE"))
+    }
+
     @Test("a missing or invalid catalog exits 65 and says which file, provider, key and reason")
     func badCatalog() async throws {
         let h = try Harness()

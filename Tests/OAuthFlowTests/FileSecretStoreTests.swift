@@ -661,3 +661,139 @@ extension FileSecretStoreTests {
         }
     }
 }
+
+// MARK: Encrypted entries
+
+private enum Encrypted {
+    static let token = "at_Zq81mXv0cLr5Tn2wYb6k"
+    static let entry = Data(#"{"version":1,"providerID":"github","accessToken":"\#(token)","tokenType":"Bearer"}"#.utf8)
+
+    static func store(_ directory: URL, _ key: StoreKey?, previous: [StoreKey] = []) throws -> FileSecretStore {
+        try FileSecretStore(directory: directory, encryption: key.map { EntryEncryption(key: $0, previousKeys: previous) })
+    }
+
+    static func bytes(_ directory: URL, _ key: String) throws -> Data {
+        try Data(contentsOf: directory.appendingPathComponent("\(key).json"))
+    }
+}
+
+extension FileSecretStoreTests {
+    @Test("with encryption, the file on disk is sealed (OAFE, the key id), 0600, holds no token, and loads back")
+    func encryptedRoundTrip() async throws {
+        try await Fixture.withDirectory { _, directory in
+            let key = try StoreKey.generate()
+            let store = try Encrypted.store(directory, key)
+            try await store.save(Encrypted.entry, for: "github")
+            let onDisk = try Encrypted.bytes(directory, "github")
+            #expect(onDisk.range(of: Data(Encrypted.token.utf8)) == nil)
+            #expect(onDisk.range(of: Data("accessToken".utf8)) == nil)
+            #expect(EntryEncryption.isSealed(onDisk))
+            #expect(EntryEncryption.keyID(of: onDisk) == key.id)
+            #expect(onDisk.count == Encrypted.entry.count + EntryEncryption.overhead)
+            #expect(Fixture.mode(directory.appendingPathComponent("github.json")) == 0o600)
+            #expect(try await store.load("github") == Encrypted.entry)
+            // A fresh store with the same key, as another process would open it.
+            #expect(try await Encrypted.store(directory, key).load("github") == Encrypted.entry)
+            #expect(try await store.keys() == ["github"])
+        }
+    }
+
+    @Test("a wrong key, or no key, is a .storage error and the file stays byte-identical")
+    func encryptedWrongKey() async throws {
+        try await Fixture.withDirectory { _, directory in
+            let key = try StoreKey.generate()
+            try await Encrypted.store(directory, key).save(Encrypted.entry, for: "github")
+            let before = try Encrypted.bytes(directory, "github")
+            let other = try StoreKey.generate()
+            let wrong = await #expect(throws: OAuthError.self) { try await Encrypted.store(directory, other).load("github") }
+            #expect(wrong?.code == .storage)
+            #expect(wrong?.providerID == "github")
+            #expect(wrong?.message?.contains("sealed with store key \(key.id), which is not configured") == true)
+            #expect(wrong?.message?.contains(directory.appendingPathComponent("github.json").path) == true)
+            let none = await #expect(throws: OAuthError.self) { try await Encrypted.store(directory, nil).load("github") }
+            #expect(none?.code == .storage)
+            #expect(none?.message?.contains("it is encrypted (store key \(key.id)) and this store has no key") == true)
+            #expect(try Encrypted.bytes(directory, "github") == before)
+            #expect(try Fixture.names(in: directory) == ["github.json"])
+        }
+    }
+
+    @Test("a changed byte on disk (header, nonce, ciphertext, tag) is a .storage error; the file is left as it is",
+          arguments: [4, 9, 14, 30, -1])
+    func encryptedTampered(offset: Int) async throws {
+        try await Fixture.withDirectory { _, directory in
+            let store = try Encrypted.store(directory, try StoreKey.generate())
+            try await store.save(Encrypted.entry, for: "github")
+            var bytes = Array(try Encrypted.bytes(directory, "github"))
+            bytes[offset < 0 ? bytes.count + offset : offset] ^= 0x01
+            let file = directory.appendingPathComponent("github.json")
+            try Data(bytes).write(to: file)
+            #expect(chmod(file.path, 0o600) == 0)
+            let error = await #expect(throws: OAuthError.self) { try await store.load("github") }
+            #expect(error?.code == .storage)
+            #expect(error?.message?.contains("cannot open the encrypted entry for \"github\"") == true)
+            #expect(error.map { String(reflecting: $0).contains(Encrypted.token) } == false)
+            #expect(try Encrypted.bytes(directory, "github") == Data(bytes))
+        }
+    }
+
+    @Test("an encrypted entry renamed to another provider's name does not open")
+    func encryptedRenamed() async throws {
+        try await Fixture.withDirectory { _, directory in
+            let store = try Encrypted.store(directory, try StoreKey.generate())
+            try await store.save(Encrypted.entry, for: "github")
+            #expect(rename(directory.appendingPathComponent("github.json").path, directory.appendingPathComponent("gitlab.json").path) == 0)
+            let error = await #expect(throws: OAuthError.self) { try await store.load("gitlab") }
+            #expect(error?.code == .storage)
+            #expect(error?.providerID == "gitlab")
+            #expect(error?.message?.contains("belongs to another provider") == true)
+            #expect(try await store.load("github") == nil)
+        }
+    }
+
+    @Test("key rotation: an entry sealed with the previous key loads, and its next save carries the new key id")
+    func encryptedRotation() async throws {
+        try await Fixture.withDirectory { _, directory in
+            let old = try StoreKey.generate()
+            let new = try StoreKey.generate()
+            try await Encrypted.store(directory, old).save(Encrypted.entry, for: "github")
+            let rotated = try Encrypted.store(directory, new, previous: [old])
+            #expect(try await rotated.load("github") == Encrypted.entry)
+            #expect(EntryEncryption.keyID(of: try Encrypted.bytes(directory, "github")) == old.id)  // loading writes nothing
+            try await rotated.save(Encrypted.entry, for: "github")
+            #expect(EntryEncryption.keyID(of: try Encrypted.bytes(directory, "github")) == new.id)
+            #expect(try await Encrypted.store(directory, new).load("github") == Encrypted.entry)
+            let stale = await #expect(throws: OAuthError.self) { try await Encrypted.store(directory, old).load("github") }
+            #expect(stale?.message?.contains("sealed with store key \(new.id)") == true)
+        }
+    }
+
+    @Test("migration: a plaintext entry loads when encryption is turned on, and is sealed at its next save")
+    func encryptedMigration() async throws {
+        try await Fixture.withDirectory { _, directory in
+            try await Encrypted.store(directory, nil).save(Encrypted.entry, for: "github")
+            let key = try StoreKey.generate()
+            let store = try Encrypted.store(directory, key)
+            #expect(try await store.load("github") == Encrypted.entry)
+            #expect(try Encrypted.bytes(directory, "github") == Encrypted.entry)
+            try await store.save(Encrypted.entry, for: "github")
+            let sealed = try Encrypted.bytes(directory, "github")
+            #expect(EntryEncryption.keyID(of: sealed) == key.id)
+            #expect(sealed.range(of: Data(Encrypted.token.utf8)) == nil)
+            #expect(try await store.load("github") == Encrypted.entry)
+        }
+    }
+
+    @Test("with encryption the size limit applies to the sealed file")
+    func encryptedSizeLimit() async throws {
+        try await Fixture.withDirectory { _, directory in
+            let store = try Encrypted.store(directory, try StoreKey.generate())
+            let largest = FileSecretStore.maximumEntrySize - EntryEncryption.overhead
+            try await store.save(Data(count: largest), for: "big")
+            #expect(try await store.load("big")?.count == largest)
+            let error = await #expect(throws: OAuthError.self) { try await store.save(Data(count: largest + 1), for: "big") }
+            #expect(error?.message?.contains("the encrypted entry is \(FileSecretStore.maximumEntrySize + 1) bytes") == true)
+            #expect(try await store.load("big")?.count == largest)
+        }
+    }
+}

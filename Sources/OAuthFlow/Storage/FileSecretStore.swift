@@ -19,6 +19,13 @@ import Glibc
 /// group or others can access, one owned by another user, a symbolic link, an oversized file. The
 /// error names the path and the fix. See `Documentation/Storage.md` for the layout and threat model.
 ///
+/// Pass an ``EntryEncryption`` to keep entries encrypted at rest (AES-256-GCM, off by default):
+///
+/// ```swift
+/// let key = try StoreKey(contentsOf: URL(fileURLWithPath: "/etc/myservice/store.key"))
+/// let store = try FileSecretStore(encryption: EntryEncryption(key: key))
+/// ```
+///
 /// File I/O runs on the calling task's thread and is short; waiting for a lock never blocks a thread.
 public final class FileSecretStore: SecretStore {
     /// The directory that holds the entries.
@@ -26,11 +33,16 @@ public final class FileSecretStore: SecretStore {
     /// How long ``withExclusiveAccess(to:_:)`` waits for another process to release a key's lock.
     public let lockTimeout: Duration
     /// The largest entry, in bytes, that ``save(_:for:)`` writes and ``load(_:)`` reads (1 MiB).
+    ///
+    /// With ``encryption`` the limit applies to the sealed file, which is
+    /// ``EntryEncryption/overhead`` bytes longer than the entry.
     public static let maximumEntrySize = 1 << 20
+    /// Seals every saved entry and opens every loaded one; nil keeps entries as plaintext JSON.
+    public let encryption: EntryEncryption?
 
     private let path: String
     /// The directory, opened once: every file operation is relative to it, so a path swapped
-    /// after ``init(directory:environment:lockTimeout:)`` checked it cannot redirect the store.
+    /// after ``init(directory:environment:lockTimeout:encryption:)`` checked it cannot redirect the store.
     private let directoryFD: Int32
     private let locks = KeyedAsyncLock()
 
@@ -43,6 +55,9 @@ public final class FileSecretStore: SecretStore {
     ///   - directory: where entries live; `nil` means ``defaultDirectory(name:environment:)``.
     ///   - environment: consulted for `XDG_STATE_HOME` and `HOME` when `directory` is `nil`.
     ///   - lockTimeout: how long ``withExclusiveAccess(to:_:)`` waits for another process.
+    ///   - encryption: encrypts entries at rest (see ``EntryEncryption``); nil, the default, stores
+    ///     plaintext JSON. With it, plaintext entries already in the directory are still read and
+    ///     are encrypted when they are next saved.
     /// - Throws: ``OAuthError`` `.configuration` when no default directory can be derived or the URL
     ///   is not a file URL; `.storage` when the directory cannot be created or opened, is not a
     ///   directory, is owned by another user, or grants group or others any permission (run
@@ -50,7 +65,8 @@ public final class FileSecretStore: SecretStore {
     public init(
         directory: URL? = nil,
         environment: [String: String] = ProcessInfo.processInfo.environment,
-        lockTimeout: Duration = .seconds(30)
+        lockTimeout: Duration = .seconds(30),
+        encryption: EntryEncryption? = nil
     ) throws(OAuthError) {
         let chosen = directory
         let directory: URL
@@ -77,6 +93,7 @@ public final class FileSecretStore: SecretStore {
         self.path = path
         self.directoryFD = fd
         self.lockTimeout = lockTimeout
+        self.encryption = encryption
     }
 
     deinit { close(directoryFD) }
@@ -84,7 +101,7 @@ public final class FileSecretStore: SecretStore {
     /// The XDG state directory for `name`: `$XDG_STATE_HOME/<name>`, else `$HOME/.local/state/<name>`.
     ///
     /// A relative `XDG_STATE_HOME` is ignored, as the XDG Base Directory specification requires.
-    /// The directory is not created; ``init(directory:environment:lockTimeout:)`` does that.
+    /// The directory is not created; ``init(directory:environment:lockTimeout:encryption:)`` does that.
     /// - Parameters:
     ///   - name: the application's directory, a single path component (`authflow` for the CLI).
     ///   - environment: the variables to read.
@@ -130,9 +147,13 @@ public final class FileSecretStore: SecretStore {
     ///
     /// The file must be a regular file (not a symbolic link), owned by the current user, with no
     /// group or other permission bits, and at most ``maximumEntrySize`` bytes.
+    /// With ``encryption``, a sealed entry is opened and its plaintext returned; a plaintext entry
+    /// (written before encryption was turned on) is returned as it is and sealed at its next save.
+    /// Without it, a sealed entry is refused. A failed load never changes the file.
     /// - Throws: ``OAuthError`` `.configuration` for an invalid key; `.storage` naming the path and
-    ///   the reason when the entry cannot be read or fails a check (fix the file as the message says,
-    ///   or delete it and authorize again).
+    ///   the reason when the entry cannot be read, fails a check, or (encrypted) does not open:
+    ///   sealed with a key that is not configured, altered, truncated, or copied from another
+    ///   provider's entry (fix the file or the key as the message says, or delete it and authorize again).
     public func load(_ key: String) async throws(OAuthError) -> Data? {
         try validate(key)
         try Self.checkDirectory(directoryFD, path: path, key: key)
@@ -162,21 +183,30 @@ public final class FileSecretStore: SecretStore {
         guard info.st_size <= Self.maximumEntrySize else {
             throw Self.failure(key, "refusing \"\(file)\": it is \(info.st_size) bytes, over the \(Self.maximumEntrySize)-byte limit; delete it")
         }
-        return try readAll(fd, key: key, file: file)
+        return try unseal(try readAll(fd, key: key, file: file), key: key, file: file)
     }
 
     /// Replaces `<key>.json` with `data` atomically and durably.
     ///
     /// Writes a temporary file `.<key>.<random>.tmp` (mode 0600 whatever the umask), `fsync`s it,
     /// renames it over the entry, and `fsync`s the directory. On failure the temporary file is
-    /// removed and the previous entry is left intact.
+    /// removed and the previous entry is left intact. With ``encryption`` the file holds `data`
+    /// sealed with the current key (a fresh nonce each time), bound to `key`.
     /// - Throws: ``OAuthError`` `.configuration` for an invalid key; `.storage` with the path and the
-    ///   system's reason (disk full, read-only file system, …), or when `data` exceeds ``maximumEntrySize``.
+    ///   system's reason (disk full, read-only file system, …), or when the file would exceed
+    ///   ``maximumEntrySize``; `.crypto` when sealing fails.
     public func save(_ data: Data, for key: String) async throws(OAuthError) {
         try validate(key)
         let file = "\(path)/\(key).json"
         guard data.count <= Self.maximumEntrySize else {
             throw Self.failure(key, "cannot save \"\(file)\": the entry is \(data.count) bytes, over the \(Self.maximumEntrySize)-byte limit")
+        }
+        var data = data
+        if let encryption {
+            data = try encryption.seal(data, providerID: key)
+            guard data.count <= Self.maximumEntrySize else {
+                throw Self.failure(key, "cannot save \"\(file)\": the encrypted entry is \(data.count) bytes, over the \(Self.maximumEntrySize)-byte limit")
+            }
         }
         try Self.checkDirectory(directoryFD, path: path, key: key)
 
@@ -335,6 +365,29 @@ public final class FileSecretStore: SecretStore {
     }
 
     // MARK: Helpers
+
+    /// The entry's plaintext: opened when sealed and the store has a key, as it is when plaintext.
+    private func unseal(_ data: Data, key: String, file: String) throws(OAuthError) -> Data {
+        let sealed = EntryEncryption.isSealed(data)
+        guard let encryption else {
+            guard !sealed else {
+                let id = EntryEncryption.keyID(of: data) ?? "unknown"
+                throw Self.failure(
+                    key, "refusing \"\(file)\": it is encrypted (store key \(id)) and this store has no key; "
+                        + "configure the store key (authflow: --store-key-file or AUTHFLOW_STORE_KEY_FILE)")
+            }
+            return data
+        }
+        // A plaintext entry predates encryption: read it; the next save seals it.
+        guard sealed else { return data }
+        do {
+            return try encryption.open(data, providerID: key)
+        } catch {
+            var located = error
+            located.message = (error.message ?? "cannot open the encrypted entry") + " (file \"\(file)\")"
+            throw located
+        }
+    }
 
     private func validate(_ key: String) throws(OAuthError) {
         guard Self.isValidKey(key) else {
