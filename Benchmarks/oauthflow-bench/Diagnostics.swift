@@ -305,3 +305,57 @@ func runDiagPKCE(_ config: Config) -> Int32 {
     timeMicro(config, "allowed_check_characters", count: n) { raw.allSatisfy(allowed.contains) ? 1 : 0 }
     return 0
 }
+
+// MARK: - diag-idtoken: ID token validation (OpenID Connect Core §3.1.3.7)
+
+/// Validates a realistic ID token (Google-sized claims, `at_hash`, a nonce, a JWKS of three keys)
+/// with a key generated at start-up, for RS256 (RSA-2048) and ES256 (P-256). Reports the whole
+/// validation (`idtoken_<alg>_validate_ns_per_op`: JWS parse, key selection, signature, claims
+/// JSON, every check) and its parts: the signature alone and the JWKS import of one set.
+/// BENCH_IDTOKEN_N sets the number of validations per algorithm (default 5000).
+func runDiagIDToken(_ config: Config) -> Int32 {
+    let n = Config.envInt("BENCH_IDTOKEN_N", 5000)
+    let now = Date()
+    let issuer = "https://accounts.example.com"
+    let clientID = "1234987819200.apps.example.com"
+    let accessToken = Secret("ya29.a0AfH6SMC-bench-access-token-0123456789abcdefghijklmnopqrstuvwxyz")
+    for (algorithm, label) in [(JWSAlgorithm.rs256, "rs256"), (.es256, "es256")] {
+        do {
+            let key = algorithm == .rs256 ? try SigningKey.rsa() : try SigningKey.ec(.p256)
+            let other = try SigningKey.ec(.p384)
+            let other2 = try SigningKey.ed25519()
+            let jwks = Data(#"{"keys":[\#(try other.publicJWK(kid: "a")),\#(try key.publicJWK(kid: "b", algorithm: algorithm.rawValue)),\#(try other2.publicJWK(kid: "c"))]}"#.utf8)
+            let keys = try JWKSet(json: jwks)
+            let atHash = try IDTokenValidator.halfHash(accessToken, algorithm: algorithm)
+            let seconds = Int(now.timeIntervalSince1970)
+            let claims = #"{"iss":"\#(issuer)","azp":"\#(clientID)","aud":"\#(clientID)","sub":"110169484474386276334","#
+                + #""at_hash":"\#(atHash)","hd":"example.com","email":"jane.doe@example.com","email_verified":true,"#
+                + #""iat":\#(seconds - 10),"exp":\#(seconds + 3600),"nonce":"0394852-3190485-2490358","#
+                + #""name":"Jane Doe","picture":"https://lh3.example.com/a/photo.jpg","given_name":"Jane","family_name":"Doe","locale":"en"}"#
+            let token = try key.compact(header: #"{"alg":"\#(algorithm.rawValue)","kid":"b","typ":"JWT"}"#, payload: claims, algorithm: algorithm)
+            let validator = IDTokenValidator(issuer: issuer, clientID: clientID, allowedAlgorithms: [.rs256, .es256])
+            let expectations = IDTokenValidator.Expectations(nonce: Secret("0394852-3190485-2490358"), accessToken: accessToken)
+            let secret = Secret(token)
+            // One validation outside the loop: a failure here is a bug, not a number.
+            _ = try validator.validate(secret, keys: keys, now: now, expecting: expectations)
+            config.result("idtoken_\(label)_token_bytes", token.utf8.count)
+            timeMicro(config, "idtoken_\(label)_validate", count: n) {
+                ((try? validator.validate(secret, keys: keys, now: now, expecting: expectations))?.subject.utf8.count) ?? 0
+            }
+            let jws = try JWS(compact: token)
+            timeMicro(config, "idtoken_\(label)_signature_only", count: n) {
+                ((try? key.publicKey.verify(algorithm, signingInput: jws.signingInput, signature: jws.signature)) == true) ? 1 : 0
+            }
+            timeMicro(config, "idtoken_\(label)_jws_parse", count: n) { ((try? JWS(compact: token))?.payload.count) ?? 0 }
+            let payload = Data(jws.payload)
+            timeMicro(config, "idtoken_\(label)_claims_json", count: n) { ((try? JSONValue.parse(payload))?.objectValue?.count) ?? 0 }
+            timeMicro(config, "idtoken_\(label)_jwks_import", count: max(1, n / 10)) {
+                (try? JWKSet(json: jwks)) == nil ? 0 : 1
+            }
+        } catch {
+            warn("diag-idtoken \(label): \(error)")
+            return 1
+        }
+    }
+    return 0
+}

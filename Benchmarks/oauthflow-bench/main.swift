@@ -2,7 +2,7 @@
 // its README). Usage: `oauthflow-bench <mode>`, mode in m1 m2 m3 m4 pkce m5, plus the diagnostic
 // modes `diag-m2` (M2 through a transport wrapper that counts requests in flight), `diag-seq`
 // (M1 split into transport-only and AuthFlow-overhead timings), `diag-transports` and
-// `diag-authflow-raw`, `diag-pkce` (see Diagnostics.swift). Exit 3 = unknown mode.
+// `diag-authflow-raw`, `diag-pkce`, `diag-idtoken` (see Diagnostics.swift). Exit 3 = unknown mode.
 //
 // Everything goes through OAuthFlow's public API: AuthFlow.clientCredentials(provider:) for a
 // fresh fetch (a real HTTP request each, client_secret_basic), AuthFlow.accessToken(for:) for the
@@ -512,8 +512,9 @@ if mode == "m5" { exit(runM5()) }
 let asyncModes: Set<String> = ["m1", "m2", "m3", "m4", "diag-m2", "diag-seq", "diag-transports", "diag-authflow-raw"]
 if mode == "pkce" { exit(runPKCE(Config.load())) }
 if mode == "diag-pkce" { exit(runDiagPKCE(Config.load())) }
+if mode == "diag-idtoken" { exit(runDiagIDToken(Config.load())) }
 guard asyncModes.contains(mode) else {
-    warn("mode \"\(mode)\" is not supported (modes: m1 m2 m3 m4 pkce m5 diag-m2 diag-seq diag-transports diag-authflow-raw diag-pkce)")
+    warn("mode \"\(mode)\" is not supported (modes: m1 m2 m3 m4 pkce m5 diag-m2 diag-seq diag-transports diag-authflow-raw diag-pkce diag-idtoken)")
     exit(3)
 }
 

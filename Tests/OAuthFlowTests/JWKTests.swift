@@ -100,7 +100,7 @@ struct JWKTests {
         expectRejection(.unusableKey, code: .invalidResponse) { _ = try PublicKey.rsa(modulus: n, exponent: [1, 0, 1]) }
     }
 
-    @Test("an RSA key with an even modulus fails OpenSSL's public-key check")
+    @Test("an RSA key with an even modulus is refused")
     func rsaEvenModulus() throws {
         var n = Vectors.bytes(Vectors.rsaN)
         n[n.count - 1] &= 0xFE
@@ -165,5 +165,12 @@ struct JWKTests {
         expectRejection(.unknownKey) {
             _ = try JWSVerifier.verify(compact: Minter(TestKeys.rsa, .rs256).token(claims: [:]), keys: set, allowed: [.rs256], clientSecret: nil)
         }
+    }
+}
+
+extension JWKTests {
+    @Test("an RSA exponent of 1 (every padded message its own signature) or an even exponent is refused", arguments: [[1], [2], [1, 0, 0]] as [[UInt8]])
+    func rsaWeakExponent(exponent: [UInt8]) throws {
+        expectRejection(.unusableKey, code: .invalidResponse) { _ = try PublicKey.rsa(modulus: Vectors.bytes(Vectors.rsaN), exponent: exponent) }
     }
 }

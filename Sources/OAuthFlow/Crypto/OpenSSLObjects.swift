@@ -20,10 +20,10 @@ final class EVPKey: @unchecked Sendable {  // safe: never mutated after creation
     /// True when the key is of the named type ("RSA", "EC", "ED25519").
     func isA(_ name: String) -> Bool { EVP_PKEY_is_a(pointer, name) == 1 }
 
-    /// Runs OpenSSL's public-key validation (for EC: the point is on the curve and not at infinity).
-    func passesPublicCheck() throws(OAuthError) -> Bool {
-        let context = try PKeyContext(for: self)
-        return context.publicCheck()
+    /// OpenSSL's quick public-key validation (`EVP_PKEY_public_check_quick`; for EC: the point is
+    /// on the curve and not at infinity, which is all a prime-order curve needs).
+    func passesQuickPublicCheck() throws(OAuthError) -> Bool {
+        try PKeyContext(for: self).publicCheckQuick()
     }
 
     /// A big-number parameter of the key, big-endian, left-padded to `width` bytes when given.
@@ -128,10 +128,10 @@ final class PKeyContext {
 
     deinit { EVP_PKEY_CTX_free(pointer) }
 
-    /// `EVP_PKEY_public_check`; false when the key is invalid (the error queue is cleared).
-    func publicCheck() -> Bool {
+    /// `EVP_PKEY_public_check_quick`; false when the key is invalid (the error queue is cleared).
+    func publicCheckQuick() -> Bool {
         defer { ERR_clear_error() }
-        return EVP_PKEY_public_check(pointer) == 1
+        return EVP_PKEY_public_check_quick(pointer) == 1
     }
 
     /// Builds a public key from an `OSSL_PARAM` array (`EVP_PKEY_fromdata`); nil when OpenSSL refuses it.

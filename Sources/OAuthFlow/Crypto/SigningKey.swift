@@ -5,7 +5,7 @@ internal import COpenSSL
 package final class SigningKey: Sendable {
     private let pair: EVPKey
     /// The public half, as the verifier would import it.
-    let publicKey: PublicKey
+    package let publicKey: PublicKey
 
     private init(pair: EVPKey, kind: PublicKey.Kind) {
         self.pair = pair

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// Validates an ID token as OpenID Connect Core 1.0 §3.1.3.7 and §12.2 require: a pure function
 /// of the token, the provider's keys, the expectations of the request, and the time.
@@ -21,19 +21,19 @@ import Foundation
 ///    base64url(left half of hash(value)), hash being the `alg`'s (SHA-512 for EdDSA).
 /// 10. On refresh (``Expectations/previous``): `iss`, `sub`, `aud` and `azp` unchanged, and
 ///     `auth_time` unchanged when both tokens carry it.
-struct IDTokenValidator: Sendable {
+package struct IDTokenValidator: Sendable {
     /// The provider's issuer identifier, compared exactly.
-    var issuer: String
+    package var issuer: String
     /// Our `client_id`.
-    var clientID: String
+    package var clientID: String
     /// The algorithms accepted (the catalog's `idTokenSigningAlgorithms`).
-    var allowedAlgorithms: Set<JWSAlgorithm>
+    package var allowedAlgorithms: Set<JWSAlgorithm>
     /// The client secret, the only HMAC key (used only when an HS* algorithm is allowed).
-    var clientSecret: Secret?
+    package var clientSecret: Secret?
     /// Tolerance for `exp`, `iat`, `nbf` and `auth_time` (`Options.clockSkew`, default 60 s).
-    var clockSkew: TimeInterval
+    package var clockSkew: TimeInterval
 
-    init(issuer: String, clientID: String, allowedAlgorithms: Set<JWSAlgorithm>, clientSecret: Secret? = nil, clockSkew: TimeInterval = 60) {
+    package init(issuer: String, clientID: String, allowedAlgorithms: Set<JWSAlgorithm>, clientSecret: Secret? = nil, clockSkew: TimeInterval = 60) {
         self.issuer = issuer
         self.clientID = clientID
         self.allowedAlgorithms = allowedAlgorithms
@@ -42,22 +42,22 @@ struct IDTokenValidator: Sendable {
     }
 
     /// What the request that produced the token leads us to expect.
-    struct Expectations: Sendable {
+    package struct Expectations: Sendable {
         /// The `nonce` sent with the authorization request; required and compared when set.
-        var nonce: Secret?
+        package var nonce: Secret?
         /// The `max_age` sent, in seconds; makes `auth_time` required.
-        var maxAge: TimeInterval?
+        package var maxAge: TimeInterval?
         /// When the authorization request was made (the reference time for `max_age`).
-        var requestedAt: Date?
+        package var requestedAt: Date?
         /// The access token issued with the ID token, for `at_hash`.
-        var accessToken: Secret?
+        package var accessToken: Secret?
         /// The authorization code exchanged, for `c_hash`.
-        var code: Secret?
+        package var code: Secret?
         /// On refresh: the ID token being replaced. Its `iss`, `sub`, `aud`, `azp`, `auth_time`
         /// must carry over; no nonce is checked.
-        var previous: IDToken?
+        package var previous: IDToken?
 
-        init(nonce: Secret? = nil, maxAge: TimeInterval? = nil, requestedAt: Date? = nil, accessToken: Secret? = nil,
+        package init(nonce: Secret? = nil, maxAge: TimeInterval? = nil, requestedAt: Date? = nil, accessToken: Secret? = nil,
              code: Secret? = nil, previous: IDToken? = nil) {
             self.nonce = nonce
             self.maxAge = maxAge
@@ -71,7 +71,7 @@ struct IDTokenValidator: Sendable {
     /// Validates `token` and returns its claims.
     /// - Throws: ``OAuthError`` `.idTokenRejected` naming the failed check (see the type's
     ///   documentation); ``TokenRejection/unknownKey`` means the JWKS may be stale: refetch once and retry.
-    func validate(_ token: Secret, keys: JWKSet, now: Date, expecting expectations: Expectations = Expectations()) throws(OAuthError) -> IDToken {
+    package func validate(_ token: Secret, keys: JWKSet, now: Date, expecting expectations: Expectations = Expectations()) throws(OAuthError) -> IDToken {
         let verified = try JWSVerifier.verify(compact: token.reveal(), keys: keys, allowed: allowedAlgorithms, clientSecret: clientSecret)
         let value: JSONValue
         do {
@@ -153,7 +153,7 @@ struct IDTokenValidator: Sendable {
     }
 
     /// base64url(left half of hash(ASCII(value))) with the `alg`'s hash (§3.1.3.6, §3.3.2.11).
-    static func halfHash(_ value: Secret, algorithm: JWSAlgorithm) throws(OAuthError) -> String {
+    package static func halfHash(_ value: Secret, algorithm: JWSAlgorithm) throws(OAuthError) -> String {
         guard let hash = algorithm.hash else { throw TokenRejection.algorithmNone.error("alg none has no hash") }
         let digest = try Digest.hash(Array(value.reveal().utf8), with: hash)
         return Base64URL.encode(Array(digest.prefix(digest.count / 2)))

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// One JSON Web Key (RFC 7517 §4) from a provider's JWKS, with its public key imported.
 ///
@@ -73,7 +73,7 @@ struct JWK: Sendable {
 
     /// Why this key cannot verify a token with `algorithm`, or nil when it can.
     func refusal(for algorithm: JWSAlgorithm) -> OAuthError? {
-        let name = "key \(keyID.map { "\"\(TokenRejection.printable($0))\"" } ?? "without kid")"
+        var name: String { "key \(keyID.map { "\"\(TokenRejection.printable($0))\"" } ?? "without kid")" }
         if let use, use != "sig" {
             return TokenRejection.unusableKey.error("\(name) has use \"\(TokenRejection.printable(use))\", not sig")
         }
@@ -108,7 +108,7 @@ struct JWK: Sendable {
 /// A pure value: whoever fetches `jwks_uri` builds one with ``init(json:)`` and hands it to
 /// ``JWSVerifier/verify(_:keys:allowed:clientSecret:)``; a ``TokenRejection/unknownKey`` failure
 /// from there is the signal to refetch.
-struct JWKSet: Sendable {
+package struct JWKSet: Sendable {
     /// The most keys read from one set; more are refused (importing keys costs CPU).
     static let maximumKeys = 64
 
@@ -121,7 +121,7 @@ struct JWKSet: Sendable {
     /// - Throws: ``OAuthError`` `.invalidResponse` (endpoint `.discovery`) when the text is not
     ///   JSON, not an object with a `keys` array, holds more than ``maximumKeys`` keys, or an entry
     ///   is not an object or has a member of the wrong type.
-    init(json data: Data) throws(OAuthError) {
+    package init(json data: Data) throws(OAuthError) {
         let value: JSONValue
         do {
             value = try JSONValue.parse(data)

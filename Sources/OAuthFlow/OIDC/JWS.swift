@@ -8,7 +8,7 @@ import Foundation
 /// so RFC 7515 §4.1.11 requires refusing any). Failures are ``OAuthError`` `.idTokenRejected` with
 /// ``TokenRejection/malformed``, ``TokenRejection/oversized``, ``TokenRejection/algorithmNotAllowed``
 /// or ``TokenRejection/unsupportedCritical``; the message names the part, never the token.
-struct JWS: Sendable {
+package struct JWS: Sendable {
     /// The protected header's members this library reads.
     struct Header: Sendable, Hashable {
         /// `alg` (RFC 7515 §4.1.1).
@@ -24,15 +24,15 @@ struct JWS: Sendable {
 
     let header: Header
     /// The decoded payload bytes.
-    let payload: [UInt8]
+    package let payload: [UInt8]
     /// ASCII(BASE64URL(header) "." BASE64URL(payload)), what the signature covers.
-    let signingInput: [UInt8]
+    package let signingInput: [UInt8]
     /// The decoded signature bytes.
-    let signature: [UInt8]
+    package let signature: [UInt8]
 
     /// Parses a compact serialization.
     /// - Throws: ``OAuthError`` `.idTokenRejected` (see the type's documentation for the reasons).
-    init(compact: String) throws(OAuthError) {
+    package init(compact: String) throws(OAuthError) {
         let bytes = Array(compact.utf8)
         guard bytes.count <= Self.maximumSize else {
             throw TokenRejection.oversized.error("the JWS is \(bytes.count) bytes, over the \(Self.maximumSize)-byte limit")
