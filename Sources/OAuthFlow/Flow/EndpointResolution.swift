@@ -33,14 +33,6 @@ extension AuthFlow {
         return try await metadata(for: provider).jwksURI
     }
 
-    /// The RP-initiated logout endpoint: the catalog's `endSessionURL`, else the discovered
-    /// `end_session_endpoint`; nil when neither.
-    func endSessionEndpoint(of provider: Provider) async throws(OAuthError) -> URL? {
-        if let configured = provider.endSessionURL { return configured }
-        guard provider.issuer != nil else { return nil }
-        return try await metadata(for: provider).endSessionEndpoint
-    }
-
     /// True for a provider only the client credentials grant can serve: confidential, and neither
     /// an authorization nor a device endpoint, written or discovered.
     func isServiceOnly(_ provider: Provider) async throws(OAuthError) -> Bool {
@@ -57,6 +49,7 @@ extension AuthFlow {
         case .revocation: provider.revocationURL
         case .introspection: provider.introspectionURL
         case .userinfo: provider.userinfoURL
+        case .endSession: provider.endSessionURL
         case .discovery: nil
         }
     }
@@ -69,6 +62,7 @@ extension AuthFlow {
         case .revocation: "revocationURL"
         case .introspection: "introspectionURL"
         case .userinfo: "userinfoURL"
+        case .endSession: "endSessionURL"
         case .discovery: "jwksURL"
         }
     }

@@ -72,7 +72,7 @@ enum Discovery {
         let metadata = try ProviderMetadata(object)
         guard metadata.issuer == issuer else {
             throw OAuthError(.invalidResponse, providerID: client.provider.id, endpoint: .discovery, httpStatus: response.status,
-                             message: "the discovery document's issuer \"\(metadata.issuer)\" is not the configured issuer \"\(issuer)\" "
+                             message: "the discovery document's issuer \"\(TokenRejection.printable(metadata.issuer))\" is not the configured issuer \"\(issuer)\" "
                                 + "(OpenID Connect Discovery §4.3, RFC 8414 §3.3)")
         }
         return (metadata, lifetime(of: response))

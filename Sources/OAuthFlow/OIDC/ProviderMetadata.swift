@@ -80,6 +80,7 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         case .revocation: revocationEndpoint
         case .introspection: introspectionEndpoint
         case .userinfo: userinfoEndpoint
+        case .endSession: endSessionEndpoint
         case .discovery: nil
         }
     }
@@ -93,6 +94,7 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         case .revocation: "revocation_endpoint"
         case .introspection: "introspection_endpoint"
         case .userinfo: "userinfo_endpoint"
+        case .endSession: "end_session_endpoint"
         case .discovery: "jwks_uri"
         }
     }
