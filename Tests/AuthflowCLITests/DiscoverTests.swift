@@ -83,4 +83,20 @@ struct DiscoverTests {
         #expect(token["exp"] as? String == "2027-01-15T09:00:00Z")
         #expect(!status.stdout.contains(idToken.split(separator: ".")[2]))
     }
+
+    @Test("login without a flag chooses the method from the discovered endpoints of an issuer-only provider")
+    func loginChoosesFromDiscovery() async throws {
+        let h = try Harness()
+        defer { h.directory.remove() }
+        try h.catalog(#"{"id": "op", "issuer": "\#(h.mock.issuer)", "clientID": "mock-client", "scopes": ["read"]}"#)
+        h.mock.script(.openIDConfiguration, [h.mock.discoveryDocument()])
+        h.mock.script(.deviceAuthorization, [.deviceCode(interval: 1)])
+        h.mock.script(.token, [.token(access: "at-1")])
+        let result = await h.run(["login", "op", "--json"])
+        #expect(result.status == .success)
+        // One metadata read to choose the method, one by the flow that runs it (each process starts cold).
+        #expect(h.mock.requests().map(\.url.path) == [
+            "/.well-known/openid-configuration", "/.well-known/openid-configuration", "/device/code", "/token",
+        ])
+    }
 }
