@@ -120,6 +120,18 @@ extension ProviderCatalogTests {
             #expect(provider.authorizationURL == nil && provider.deviceAuthorizationURL == nil && provider.issuer == nil)
         }
 
+        @Test("An entry with issuer and clientID alone loads: its endpoints are discovered later")
+        func issuerOnly() throws {
+            let json = #"[{"id": "corp", "issuer": "https://login.example.com", "clientID": "app", "endSessionURL": "https://login.example.com/bye", "idTokenSigningAlgorithms": ["ES256", "RS256"]}]"#
+            let provider = try #require(try CatalogFixture.load(json).first)
+            #expect(provider.tokenURL == nil)
+            #expect(provider.issuer == "https://login.example.com")
+            #expect(provider.endSessionURL?.absoluteString == "https://login.example.com/bye")
+            #expect(provider.idTokenSigningAlgorithms == ["ES256", "RS256"])
+            let bare = Provider(id: "x", clientID: "app")
+            #expect(throws: OAuthError.self) { try bare.validate() }
+        }
+
         @Test("Every key maps onto its Provider field")
         func everyKey() throws {
             let json = #"""
@@ -395,6 +407,15 @@ extension CatalogFailure {
         demo("a fragment in an endpoint", #""jwksURL": "https://auth.example.com/jwks#keys""#, "jwksURL: must not contain a fragment"),
         demo("issuer over http", #""issuer": "http://auth.example.com""#, "issuer: must use https://"),
         demo("issuer with a query", #""issuer": "https://auth.example.com?tenant=1""#, "issuer: must not contain a query (RFC 8414 §2)"),
+        demo("endSessionURL over http", #""endSessionURL": "http://auth.example.com/logout""#, "endSessionURL: must use https://"),
+        demo("idTokenSigningAlgorithms none", #""idTokenSigningAlgorithms": ["RS256", "none"]"#,
+             "idTokenSigningAlgorithms: \"none\" is never accepted"),
+        demo("idTokenSigningAlgorithms unknown", #""idTokenSigningAlgorithms": "RS1""#, "idTokenSigningAlgorithms: names an unknown algorithm"),
+        demo("idTokenSigningAlgorithms empty", #""idTokenSigningAlgorithms": []"#, "idTokenSigningAlgorithms: must name at least one"),
+        demo("idTokenSigningAlgorithms a number", #""idTokenSigningAlgorithms": [256]"#,
+             "idTokenSigningAlgorithms[0]: must be a string, found a number"),
+        demo("HS256 without a client secret", #""idTokenSigningAlgorithms": ["HS256"]"#,
+             "idTokenSigningAlgorithms: HS256 needs the client secret"),
         demo("redirectURI unparseable", #""redirectURI": "not a uri""#, "redirectURI: is not a valid URI"),
         demo("redirectURI relative", #""redirectURI": "/callback""#, "redirectURI: must be an absolute URI without a fragment"),
         demo("redirectURI with a fragment", #""redirectURI": "https://app.example.com/cb#x""#,

@@ -147,7 +147,8 @@ extension Provider {
     /// `127.0.0.1`, `[::1]`), without user info or fragment (RFC 6749 §3.1, RFC 9700 §2.6);
     /// the id must be a safe store key; `tokenURL` or `issuer` must be given (the issuer an
     /// `https://` URL, or `http://` on loopback, without query or fragment, RFC 8414 §2);
-    /// `idTokenSigningAlgorithms` must name known JWS algorithms, never `none`;
+    /// `idTokenSigningAlgorithms` must name known JWS algorithms, never `none`, and `HS*` only
+    /// with a client secret;
     /// `client_secret_basic`/`_post` need a secret.
     /// - Throws: ``OAuthError`` `.configuration` naming the provider, the key and the reason.
     public func validate() throws(OAuthError) {
@@ -176,6 +177,9 @@ extension Provider {
             guard !algorithms.isEmpty else { throw fail("idTokenSigningAlgorithms", "must name at least one algorithm") }
             for name in algorithms where !Self.signingAlgorithmNames.contains(name) {
                 throw fail("idTokenSigningAlgorithms", "\"\(name)\" is not one of \(Self.signingAlgorithmNames.joined(separator: ", "))")
+            }
+            if clientSecret == nil, let hmac = algorithms.first(where: { $0.hasPrefix("HS") }) {
+                throw fail("idTokenSigningAlgorithms", "\(hmac) needs the client secret as its key, and there is none")
             }
         }
         if let redirectURI {
