@@ -169,8 +169,18 @@ struct JWKTests {
 }
 
 extension JWKTests {
-    @Test("an RSA exponent of 1 (every padded message its own signature) or an even exponent is refused", arguments: [[1], [2], [1, 0, 0]] as [[UInt8]])
+    @Test("an RSA exponent of 1 (every padded message its own signature), an even one, or one over 8 bytes is refused", arguments: [[1], [2], [1, 0, 0], [1, 0, 0, 0, 0, 0, 0, 0, 1]] as [[UInt8]])
     func rsaWeakExponent(exponent: [UInt8]) throws {
         expectRejection(.unusableKey, code: .invalidResponse) { _ = try PublicKey.rsa(modulus: Vectors.bytes(Vectors.rsaN), exponent: exponent) }
+    }
+}
+
+extension JWKTests {
+    @Test("an RSA modulus over 16384 bits is refused before OpenSSL sees it")
+    func rsaTooLarge() throws {
+        var n = [UInt8](repeating: 0xFF, count: 2049)
+        n[0] = 0x01
+        let error = expectRejection(.unusableKey, code: .invalidResponse) { _ = try PublicKey.rsa(modulus: n, exponent: [1, 0, 1]) }
+        #expect(error?.message?.contains("16384") == true)
     }
 }

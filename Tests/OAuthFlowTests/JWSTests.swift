@@ -21,6 +21,20 @@ enum Vectors {
     /// RFC 8037 A.4: the EdDSA JWS of "Example of Ed25519 signing".
     static let edDSA = "eyJhbGciOiJFZERTQSJ9.RXhhbXBsZSBvZiBFZDI1NTE5IHNpZ25pbmc.hgyY0il_MGCjP0JzlnLWG1PPOt7-09PGcvMg3AIbQR6dWbhijcNR4ki4iylGjg5BhVsPt9g7sVvpAr_MuM0KAg"
 
+    /// RFC 7520 §4: the payload of the cookbook's signature examples, base64url.
+    static let cookbookPayload64 = "SXTigJlzIGEgZGFuZ2Vyb3VzIGJ1c2luZXNzLCBGcm9kbywgZ29pbmcgb3V0IHlvdXIgZG9vci4gWW91IHN0ZXAgb250byB0aGUgcm9hZCwgYW5kIGlmIHlvdSBkb24ndCBrZWVwIHlvdXIgZmVldCwgdGhlcmXigJlzIG5vIGtub3dpbmcgd2hlcmUgeW91IG1pZ2h0IGJlIHN3ZXB0IG9mZiB0by4"
+    /// RFC 7520 §3.4: the cookbook's RSA key (public half).
+    static let cookbookRSAN = "n4EPtAOCc9AlkeQHPzHStgAbgs7bTZLwUBZdR8_KuKPEHLd4rHVTeT-O-XV2jRojdNhxJWTDvNd7nqQ0VEiZQHz_AJmSCpMaJMRBSFKrKb2wqVwGU_NsYOYL-QtiWN2lbzcEe6XC0dApr5ydQLrHqkHHig3RBordaZ6Aj-oBHqFEHYpPe7Tpe-OfVfHd1E6cS6M1FZcD1NNLYD5lFHpPI9bTwJlsde3uhGqC0ZCuEHg8lhzwOHrtIQbS0FVbb9k3-tVTU4fg_3L_vniUFAKwuCLqKnS2BYwdq_mzSnbLY7h_qixoR7jig3__kRhuaxwUkRz5iaiQkqgc5gHdrNP5zw"
+    /// RFC 7520 §4.2.3: PS384 (RSASSA-PSS, SHA-384, MGF1-SHA-384, 48-byte salt), kid bilbo.baggins@hobbiton.example.
+    static let cookbookPS384 = "eyJhbGciOiJQUzM4NCIsImtpZCI6ImJpbGJvLmJhZ2dpbnNAaG9iYml0b24uZXhhbXBsZSJ9." + cookbookPayload64
+        + ".cu22eBqkYDKgIlTpzDXGvaFfz6WGoz7fUDcfT0kkOy42miAh2qyBzk1xEsnk2IpN6-tPid6VrklHkqsGqDqHCdP6O8TTB5dDDItllVo6_1OLPpcbUrhiUSMxbbXUvdvWXzg-UD8biiReQFlfz28zGWVsdiNAUf8ZnyPEgVFn442ZdNqiVJRmBqrYRXe8P_ijQ7p8Vdz0TTrxUeT3lm8d9shnr2lfJT8ImUjvAA2Xez2Mlp8cBE5awDzT0qI0n6uiP1aCN_2_jLAeQTlqRHtfa64QQSUmFAAjVKPbByi7xho0uTOcbH510a6GYmJUAfmWjwZ6oD4ifKo8DYM-X72Eaw"
+    /// RFC 7520 §3.2: the cookbook's P-521 key (public half).
+    static let cookbookP521X = "AHKZLLOsCOzz5cY97ewNUajB957y-C-U88c3v13nmGZx6sYl_oJXu9A5RkTKqjqvjyekWF-7ytDyRXYgCF5cj0Kt"
+    static let cookbookP521Y = "AdymlHvOiLxXkEhayXQnNCvDX4h9htZaCJN34kfmC6pV5OhQHiraVySsUdaQkAgDPrwQrJmbnX9cwlGfP-HqHZR1"
+    /// RFC 7520 §4.3.3: ES512.
+    static let cookbookES512 = "eyJhbGciOiJFUzUxMiIsImtpZCI6ImJpbGJvLmJhZ2dpbnNAaG9iYml0b24uZXhhbXBsZSJ9." + cookbookPayload64
+        + ".AE_R_YZCChjn4791jSQCrdPZCNYqHXCTZH0-JZGYNlaAjP2kqaluUIIUnC9qvbu9Plon7KRTzoNEuT4Va2cmL1eJAQy3mtPBu_u_sDDyYjnAMDxXPn7XrT0lw-kvAD890jl8e2puQens_IEKBpHABlsbEPX6sFY8OcGDqoRuBomu9xQ2"
+
     static func bytes(_ base64url: String) -> [UInt8] { Base64URL.decode(base64url)! }
 
     /// (signing input, signature) of a compact JWS.
@@ -55,6 +69,47 @@ struct SignatureTests {
         let key = try PublicKey.ed25519(x: Vectors.bytes(Vectors.edX))
         let (input, signature) = Vectors.split(Vectors.edDSA)
         #expect(try key.verify(.edDSA, signingInput: input, signature: signature))
+    }
+
+    @Test("RFC 7520 §4.2: the published PS384 (RSASSA-PSS) example verifies; as PS256 or RS384 it does not")
+    func rfc7520PS384() throws {
+        let set = try keySet(#"{"kty":"RSA","kid":"bilbo.baggins@hobbiton.example","use":"sig","n":"\#(Vectors.cookbookRSAN)","e":"AQAB"}"#)
+        let verified = try JWSVerifier.verify(compact: Vectors.cookbookPS384, keys: set, allowed: [.ps384], clientSecret: nil)
+        #expect(verified.header.keyID == "bilbo.baggins@hobbiton.example")
+        #expect(String(decoding: verified.payload, as: UTF8.self).hasPrefix("It\u{2019}s a dangerous business, Frodo"))
+        let key = try PublicKey.rsa(modulus: Vectors.bytes(Vectors.cookbookRSAN), exponent: [1, 0, 1])
+        let (input, signature) = Vectors.split(Vectors.cookbookPS384)
+        #expect(try !key.verify(.ps256, signingInput: input, signature: signature))
+        #expect(try !key.verify(.rs384, signingInput: input, signature: signature))
+    }
+
+    @Test("RFC 7520 §4.3: the published ES512 (P-521, 132-byte r‖s) example verifies")
+    func rfc7520ES512() throws {
+        let key = try PublicKey.ec(curve: .p521, x: Vectors.bytes(Vectors.cookbookP521X), y: Vectors.bytes(Vectors.cookbookP521Y))
+        let (input, signature) = Vectors.split(Vectors.cookbookES512)
+        #expect(signature.count == 132)
+        #expect(try key.verify(.es512, signingInput: input, signature: signature))
+        #expect(try !key.verify(.es512, signingInput: input + [0x20], signature: signature))
+    }
+
+    @Test("one key verifies from many tasks at once (PublicKey is Sendable and shares its EVP_PKEY)")
+    func concurrentVerification() async throws {
+        let key = try PublicKey.rsa(modulus: Vectors.bytes(Vectors.rsaN), exponent: Vectors.bytes(Vectors.rsaE))
+        let (input, signature) = Vectors.split(Vectors.rs256)
+        let results = await withTaskGroup(of: Bool.self) { group in
+            for index in 0..<64 {
+                group.addTask {
+                    var tampered = signature
+                    if index.isMultiple(of: 2) { tampered[index] ^= 0x80 }
+                    return (try? key.verify(.rs256, signingInput: input, signature: tampered)) ?? false
+                }
+            }
+            var verdicts: [Bool] = []
+            for await verdict in group { verdicts.append(verdict) }
+            return verdicts
+        }
+        #expect(results.count == 64)
+        #expect(results.filter { $0 }.count == 32)
     }
 
     @Test("generated keys sign and verify every algorithm", arguments: [
