@@ -59,13 +59,14 @@ enum Discovery {
         do {
             (object, response) = try await client.document(primary, endpoint: .discovery)
         } catch where error.code == .httpStatus && (400..<500).contains(error.httpStatus ?? 0) {
-            client.log.info(client.provider.id, "no OpenID Connect discovery document (HTTP \(error.httpStatus ?? 0)); trying RFC 8414")
+            let firstStatus = error.httpStatus ?? 0
+            client.log.info(client.provider.id, "no OpenID Connect discovery document (HTTP \(firstStatus)); trying RFC 8414")
             do {
                 (object, response) = try await client.document(fallback, endpoint: .discovery)
             } catch where error.code == .httpStatus {
                 var error = error
-                error.message = "neither \(primary.absoluteString) (HTTP \(error.httpStatus ?? 0) first) nor \(fallback.absoluteString) "
-                    + "serves metadata: HTTP \(error.httpStatus ?? 0)"
+                error.message = "no metadata: \(primary.absoluteString) answered HTTP \(firstStatus), "
+                    + "\(fallback.absoluteString) HTTP \(error.httpStatus ?? 0)"
                 throw error
             }
         }
