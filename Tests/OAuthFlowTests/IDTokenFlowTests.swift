@@ -134,6 +134,37 @@ struct IDTokenFlowTests {
         #expect(jwksRequests() == 2)
     }
 
+    @Test("a failed JWKS fetch is a typed error, stores nothing, and is retried on the next login")
+    func jwksFailureNotCached() async throws {
+        mock.script(.openIDConfiguration, [mock.discoveryDocument()])
+        mock.script(.jwks, [.html(status: 503), MockProvider.jwks([try Self.keyA.jwk()])])
+        let flow = try await flow()
+        let error = await #expect(throws: OAuthError.self) { try await login(flow) }
+        #expect(error?.code == .httpStatus)
+        #expect(error?.endpoint == .discovery)
+        #expect(try await store.keys().isEmpty)
+        #expect(try await login(flow).idToken?.subject == "user-1")
+        #expect(jwksRequests() == 2)
+    }
+
+    @Test("the validated ID token prints only sub and iss: never the raw token, the nonce or other claims")
+    func redaction() async throws {
+        mock.script(.openIDConfiguration, [mock.discoveryDocument()])
+        mock.script(.jwks, [MockProvider.jwks([try Self.keyA.jwk()])])
+        let flow = try await flow()
+        let authorization = try await login(flow, changes: ["email": .string("secret-mail@example.com")])
+        let set = try await flow.tokenSet(for: "op")
+        let raw = try #require(set.idToken?.reveal())
+        let nonce = try #require(authorization.idToken?.nonce)
+        for text in [String(describing: authorization), String(reflecting: authorization), String(reflecting: set),
+                     String(describing: authorization.idToken as Any)] {
+            #expect(!text.contains(raw) && !text.contains(raw.split(separator: ".")[2]))
+            #expect(!text.contains(nonce))
+            #expect(!text.contains("secret-mail"))
+        }
+        #expect(String(describing: authorization.idToken as Any).contains("user-1"))
+    }
+
     @Test("the catalog's jwksURL wins over jwks_uri, and no discovery is needed when every endpoint is written")
     func catalogJWKS() async throws {
         let custom = mock.baseURL.appendingPathComponent("keys")
