@@ -36,6 +36,8 @@ public enum Command: Sendable, Equatable {
     case status(provider: String?, json: Bool)
     /// `logout PROVIDER [--local]`.
     case logout(provider: String, localOnly: Bool)
+    /// `discover ISSUER [--id ID] [--client-id ID] [--json]`.
+    case discover(DiscoverOptions)
     /// `userinfo PROVIDER`.
     case userinfo(provider: String)
     /// `demo`.
@@ -53,6 +55,7 @@ public enum Command: Sendable, Equatable {
         case .token: return "token"
         case .status: return "status"
         case .logout: return "logout"
+        case .discover: return "discover"
         case .userinfo: return "userinfo"
         case .demo: return "demo"
         case .help: return "help"
@@ -118,10 +121,10 @@ public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
 
 extension Authflow {
     /// The commands, in the order `--help` lists them.
-    static let commandNames = ["providers", "login", "token", "status", "userinfo", "logout", "demo", "help"]
+    static let commandNames = ["providers", "discover", "login", "token", "status", "userinfo", "logout", "demo", "help"]
 
     private static let valueOptions: Set<String> = [
-        "--config", "--store", "--store-key-file", "--store-previous-key-file", "--scope", "--timeout",
+        "--config", "--store", "--store-key-file", "--store-previous-key-file", "--scope", "--timeout", "--id", "--client-id",
     ]
 
     /// Parses the arguments after the program name.
@@ -259,6 +262,12 @@ extension Authflow {
             try only(["--local"])
             try expectPositionals(1...1, "PROVIDER")
             return invocation(.logout(provider: positionals[0], localOnly: flag("--local")))
+        case "discover":
+            try only(["--json", "--id", "--client-id"])
+            try expectPositionals(1...1, "ISSUER")
+            return invocation(.discover(DiscoverOptions(
+                issuer: positionals[0], id: options.last { $0.name == "--id" }?.value,
+                clientID: options.last { $0.name == "--client-id" }?.value, json: flag("--json"))))
         case "demo":
             try only([])
             try expectPositionals(0...0, "")

@@ -93,6 +93,7 @@ public enum Authflow {
             case .token(let provider, let json): status = try await context.token(provider, json: json)
             case .status(let provider, let json): status = try await context.status(provider, json: json)
             case .logout(let provider, let localOnly): status = try await context.logout(provider, localOnly: localOnly)
+            case .discover(let options): status = try await context.discover(options)
             case .userinfo(let provider): status = try await context.userinfo(provider)
             case .demo: status = await Demo(context: context).run()
             }

@@ -201,6 +201,11 @@ struct StatusRow {
             ("scopes", .strings(authorization.scopes)),
             ("refreshable", .bool(authorization.isRefreshable)),
             ("needs_reauthorization", .bool(needsReauthorization(now: now))),
+            // The validated ID token's identity (Documentation/OIDC.md); null without one.
+            ("idToken", authorization.idToken.map { token in
+                .object([("sub", .string(token.subject)), ("iss", .string(token.issuer)),
+                         ("exp", .date(token.expiresAt))])
+            } ?? .null),
         ])
     }
 

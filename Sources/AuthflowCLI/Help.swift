@@ -11,6 +11,7 @@ extension Authflow {
         case "token": return "authflow [--config FILE] [--store DIR] token PROVIDER [--json]"
         case "status": return "authflow [--config FILE] [--store DIR] status [PROVIDER] [--json]"
         case "logout": return "authflow [--config FILE] [--store DIR] logout PROVIDER [--local]"
+        case "discover": return "authflow discover ISSUER [--id ID] [--client-id CLIENT_ID] [--json]"
         case "userinfo": return "authflow [--config FILE] [--store DIR] userinfo PROVIDER"
         case "demo": return "authflow demo"
         case "help": return "authflow help [COMMAND]"
@@ -85,6 +86,17 @@ extension Authflow {
 
               --local   delete the stored tokens without contacting the provider
             """
+        case "discover":
+            body = """
+            Fetch ISSUER's metadata (OpenID Connect Discovery 1.0; RFC 8414 when there is no OpenID
+            document) and print its endpoints, then a catalog entry to paste into providers.json:
+            {"id", "issuer", "clientID"} — the endpoints are discovered again when the entry is used.
+            Exits 65 when the document's issuer is not exactly ISSUER.
+
+              --id ID              the entry's id (default: ISSUER's host, with ':' as '-')
+              --client-id ID       the entry's clientID (default: YOUR-CLIENT-ID, to replace)
+              --json               one JSON object: issuer, metadata (the document as sent), catalog_entry
+            """
         case "demo":
             body = """
             Run the whole job offline against an embedded mock provider: a device login (pending,
@@ -110,6 +122,7 @@ extension Authflow {
                                                log in and store the tokens
           token PROVIDER [--json]              print a valid access token; refresh or re-fetch when needed
           status [PROVIDER] [--json]           what is stored: expiry, scopes, refreshable, needs login
+          discover ISSUER [--json]             fetch an issuer's metadata and print a catalog entry for it
           userinfo PROVIDER                    print the signed-in user's OpenID Connect claims as JSON
           logout PROVIDER [--local]            revoke at the provider (when it can), then forget
           demo                                 the main job, end to end, offline, against an embedded provider

@@ -3,9 +3,27 @@ import OAuthFlow
 import Synchronization
 
 extension Context {
+    /// `provider` with the authorization and device endpoints its issuer's metadata adds, so that
+    /// the default login method of a provider configured from `issuer` alone can be chosen.
+    func discovering(_ provider: Provider) async throws(CLIError) -> Provider {
+        guard provider.issuer != nil, provider.authorizationURL == nil || provider.deviceAuthorizationURL == nil else { return provider }
+        var filled = provider
+        do {
+            let flow = try await AuthFlow(providers: [provider], store: MemorySecretStore(), transport: transport, options: flowOptions())
+            let metadata = try await flow.metadata(for: provider)
+            filled.authorizationURL = provider.authorizationURL ?? metadata.authorizationEndpoint
+            filled.deviceAuthorizationURL = provider.deviceAuthorizationURL ?? metadata.deviceAuthorizationEndpoint
+        } catch {
+            throw .oauth(error, provider: provider.id)
+        }
+        return filled
+    }
+
     func login(_ options: LoginOptions) async throws(CLIError) -> ExitCode {
         let provider = try provider(options.provider)
-        guard let method = options.method ?? Self.defaultMethod(provider, environment: environment) else {
+        let chosen: LoginOptions.Method?
+        if let forced = options.method { chosen = forced } else { chosen = Self.defaultMethod(try await discovering(provider), environment: environment) }
+        guard let method = chosen else {
             throw .data("\(provider.id) has no authorizationURL, no deviceAuthorizationURL and no client secret: nothing to log in with")
         }
         let store = try store()

@@ -32,6 +32,12 @@ public final class MockProvider: Sendable {
         case introspection = "/introspect"
         /// `/userinfo`.
         case userinfo = "/userinfo"
+        /// `/.well-known/openid-configuration` (OpenID Connect Discovery 1.0 §4) for issuer ``MockProvider/issuer``.
+        case openIDConfiguration = "/.well-known/openid-configuration"
+        /// `/.well-known/oauth-authorization-server` (RFC 8414 §3) for issuer ``MockProvider/issuer``.
+        case authorizationServerMetadata = "/.well-known/oauth-authorization-server"
+        /// `/jwks`: the JWKS the discovery document names as `jwks_uri`.
+        case jwks = "/jwks"
     }
 
     /// The unique host this mock answers for.
@@ -69,6 +75,64 @@ public final class MockProvider: Sendable {
             introspectionURL: url(.introspection), userinfoURL: url(.userinfo), issuer: issuer, clientID: clientID,
             clientSecret: clientSecret.map(Secret.init), clientAuthentication: clientAuthentication, redirectURI: redirectURI,
             scopes: scopes, authorizationParameters: authorizationParameters, debug: debug)
+    }
+
+    /// The issuer identifier of this mock: `https://<host>`, without a trailing slash.
+    public var issuer: String { "https://\(host)" }
+
+    /// A provider configured from ``issuer`` alone: every endpoint comes from discovery.
+    public func discoveredProvider(
+        id: String = "mock", clientID: String = "mock-client", clientSecret: String? = nil, scopes: [String] = ["openid"],
+        redirectURI: URL? = URL(string: "http://127.0.0.1:8765/callback"), idTokenSigningAlgorithms: [String]? = nil
+    ) -> Provider {
+        Provider(
+            id: id, issuer: issuer, idTokenSigningAlgorithms: idTokenSigningAlgorithms, clientID: clientID,
+            clientSecret: clientSecret.map(Secret.init), redirectURI: redirectURI, scopes: scopes)
+    }
+
+    /// A discovery document (OpenID Connect Discovery 1.0 §3) naming this mock's endpoints.
+    ///
+    /// - Parameters:
+    ///   - issuer: the `issuer` member; this mock's ``issuer`` unless given (give another to test the mismatch).
+    ///   - issParameterSupported: `authorization_response_iss_parameter_supported` (RFC 9207 §3).
+    ///   - algorithms: `id_token_signing_alg_values_supported`.
+    ///   - maxAge: sent as `Cache-Control: max-age=…` when given.
+    public func discoveryDocument(
+        issuer: String? = nil, issParameterSupported: Bool = false, algorithms: [String] = ["RS256"], maxAge: Int? = nil
+    ) -> MockResponse {
+        let object: [String: any Sendable] = [
+            "issuer": issuer ?? self.issuer,
+            "authorization_endpoint": url(.authorization).absoluteString,
+            "token_endpoint": url(.token).absoluteString,
+            "device_authorization_endpoint": url(.deviceAuthorization).absoluteString,
+            "revocation_endpoint": url(.revocation).absoluteString,
+            "introspection_endpoint": url(.introspection).absoluteString,
+            "userinfo_endpoint": url(.userinfo).absoluteString,
+            "end_session_endpoint": baseURL.appendingPathComponent("logout").absoluteString,
+            "jwks_uri": url(.jwks).absoluteString,
+            "response_types_supported": ["code"],
+            "id_token_signing_alg_values_supported": algorithms,
+            "code_challenge_methods_supported": ["S256"],
+            "authorization_response_iss_parameter_supported": issParameterSupported,
+        ]
+        var response = MockResponse.json(object: object)
+        if let maxAge { response.headers["Cache-Control"] = "public, max-age=\(maxAge)" }
+        return response
+    }
+
+    /// A JWKS (RFC 7517 §5) holding the given JWKs, each a JSON object's text.
+    public static func jwks(_ keys: [String], maxAge: Int? = nil) -> MockResponse {
+        .json(#"{"keys":[\#(keys.joined(separator: ","))]}"#, headers: maxAge.map { ["Cache-Control": "max-age=\($0)"] } ?? [:])
+    }
+
+    /// Appends responses for any `path` on this host (such as `/tenant/.well-known/openid-configuration`).
+    public func script(path: String, _ responses: [MockResponse]) {
+        route.append(path, responses)
+    }
+
+    /// Every request the mock received for `path`, oldest first.
+    public func requests(path: String) -> [RecordedRequest] {
+        route.requests.filter { $0.url.path == path }
     }
 
     /// A transport whose session routes every request through the mock protocol.

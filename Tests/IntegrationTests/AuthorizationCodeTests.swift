@@ -28,6 +28,7 @@ extension Integration {
             let authorization = try await flow.completeAuthorization(callbackURL: callback)
             #expect(authorization.grant == .authorizationCode)
             #expect(authorization.isRefreshable && authorization.hasIDToken)
+            #expect(authorization.idToken?.subject == "1", "validated against the server's RS256 key")
             #expect(Set(authorization.scopes) == ["openid", "profile", "email", "read"])
             let states = try await recorder.finished()
             #expect(states.map(\.name) == ["empty", "authorizing", "requestingAccessToken", "authorized"])
@@ -59,7 +60,8 @@ extension Integration {
             // The state is single use: the same callback again is refused without a request.
             let replay = await #expect(throws: OAuthError.self) { try await flow.completeAuthorization(callbackURL: callback) }
             #expect(replay?.code == .stateMismatch)
-            #expect(transport.exchanges.count == 1)
+            // The code exchange and the JWKS that verified the ID token (jwksURL is in the catalog); nothing for the replay.
+            #expect(transport.exchanges.map(\.path) == ["/o/token/", "/o/.well-known/jwks.json"])
         }
 
         @Test("Confidential web client authenticates with client_secret_basic (RFC 6749 §2.3.1, §4.1.3)", arguments: [true, false])

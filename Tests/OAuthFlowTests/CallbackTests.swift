@@ -196,17 +196,20 @@ struct CallbackTests {
     }
 
     @Test("iss is checked against the provider's issuer (RFC 9207 §2.4)", arguments: [
-        (nil, true), ("https://idp.example", true), ("https://evil.example", false), ("https://idp.example/", false),
-        ("HTTPS://IDP.EXAMPLE", false),
+        (nil, true), ("ISSUER", true), ("https://evil.example", false), ("ISSUER/", false), ("UPPERCASED", false),
     ] as [(String?, Bool)])
     func issuerCheck(iss: String?, accepted: Bool) async throws {
         mock.script(.token, [.token(access: "at-1")])
-        let flow = try await flow(mock.provider(id: "oidc", issuer: "https://idp.example"))
+        // The server does not advertise RFC 9207 support, so an absent iss is accepted.
+        mock.script(.openIDConfiguration, [mock.discoveryDocument(issParameterSupported: false)])
+        let flow = try await flow(mock.provider(id: "oidc", issuer: mock.issuer))
         let request = try await flow.authorizationRequest(provider: "oidc")
-        let url = callback(request, extra: iss.map { [("iss", $0)] } ?? [])
+        let sent = iss.map { $0.replacingOccurrences(of: "ISSUER", with: mock.issuer).replacingOccurrences(of: "UPPERCASED", with: mock.issuer.uppercased()) }
+        let url = callback(request, extra: sent.map { [("iss", $0)] } ?? [])
         if accepted {
             _ = try await flow.completeAuthorization(callbackURL: url)
             #expect(mock.requests(.token).count == 1)
+            #expect(mock.requests(.openIDConfiguration).count == (iss == nil ? 1 : 0), "metadata is read only to judge an absent iss")
         } else {
             let error = try #require(await #expect(throws: OAuthError.self) { try await flow.completeAuthorization(callbackURL: url) })
             #expect(error.code == .invalidCallback)
@@ -217,7 +220,7 @@ struct CallbackTests {
 
     @Test("a wrong iss is refused even when the callback carries an error")
     func issuerCheckedBeforeError() async throws {
-        let flow = try await flow(mock.provider(id: "oidc", issuer: "https://idp.example"))
+        let flow = try await flow(mock.provider(id: "oidc", issuer: mock.issuer))
         let request = try await flow.authorizationRequest(provider: "oidc")
         let url = callback(query: "error=access_denied&state=\(request.state.reveal())&iss=https%3A%2F%2Fevil.example")
         let error = await #expect(throws: OAuthError.self) { try await flow.completeAuthorization(callbackURL: url) }

@@ -109,7 +109,7 @@ extension ProviderCatalogTests {
             let provider = try #require(providers.first)
             #expect(providers.count == 1)
             #expect(provider.id == "demo")
-            #expect(provider.tokenURL.absoluteString == "https://auth.example.com/token")
+            #expect(provider.tokenURL?.absoluteString == "https://auth.example.com/token")
             #expect(provider.clientID == "app")
             #expect(provider.clientSecret == nil)
             #expect(provider.clientAuthentication == .none)
@@ -118,6 +118,18 @@ extension ProviderCatalogTests {
             #expect(provider.userAgent == nil)
             #expect(provider.debug == false)
             #expect(provider.authorizationURL == nil && provider.deviceAuthorizationURL == nil && provider.issuer == nil)
+        }
+
+        @Test("An entry with issuer and clientID alone loads: its endpoints are discovered later")
+        func issuerOnly() throws {
+            let json = #"[{"id": "corp", "issuer": "https://login.example.com", "clientID": "app", "endSessionURL": "https://login.example.com/bye", "idTokenSigningAlgorithms": ["ES256", "RS256"]}]"#
+            let provider = try #require(try CatalogFixture.load(json).first)
+            #expect(provider.tokenURL == nil)
+            #expect(provider.issuer == "https://login.example.com")
+            #expect(provider.endSessionURL?.absoluteString == "https://login.example.com/bye")
+            #expect(provider.idTokenSigningAlgorithms == ["ES256", "RS256"])
+            let bare = Provider(id: "x", clientID: "app")
+            #expect(throws: OAuthError.self) { try bare.validate() }
         }
 
         @Test("Every key maps onto its Provider field")
@@ -211,7 +223,7 @@ extension ProviderCatalogTests {
             let json = #"[{"id": "demo", "tokenURL": "https:\/\/auth.example.com\/token", "clientID": "caf\u00e9 \ud83d\ude00 \"q\" \\ \t"}]"#
             let data = Data([0xEF, 0xBB, 0xBF]) + Data(json.utf8)
             let provider = try #require(try ProviderCatalog.load(data: data, environment: [:]).first)
-            #expect(provider.tokenURL.absoluteString == "https://auth.example.com/token")
+            #expect(provider.tokenURL?.absoluteString == "https://auth.example.com/token")
             #expect(provider.clientID == "café 😀 \"q\" \\ \t")
         }
 
@@ -220,7 +232,7 @@ extension ProviderCatalogTests {
         ])
         func loopbackHTTP(url: String) throws {
             let json = #"[{"id": "dev", "tokenURL": "\#(url)", "clientID": "app"}]"#
-            #expect(try CatalogFixture.load(json).first?.tokenURL.absoluteString == url)
+            #expect(try CatalogFixture.load(json).first?.tokenURL?.absoluteString == url)
         }
 
         @Test("An alias given with the same value as its key is accepted")
@@ -252,7 +264,7 @@ extension ProviderCatalogTests {
             #expect(providers.map(\.id) == ["GitHub", "Google", "Slack"])
 
             let github = providers[0]
-            #expect(github.tokenURL.absoluteString == "https://github.com/login/oauth/access_token")
+            #expect(github.tokenURL?.absoluteString == "https://github.com/login/oauth/access_token")
             #expect(github.deviceAuthorizationURL?.absoluteString == "https://github.com/login/device/code")
             #expect(github.scopes == ["read:user", "repo"])
             #expect(github.redirectURI?.absoluteString == "myapp://oauth/callback")
@@ -264,7 +276,7 @@ extension ProviderCatalogTests {
             #expect(providers[1].debug == false)
 
             let slack = providers[2]
-            #expect(slack.tokenURL.absoluteString == "https://slack.com/api/oauth.v2.access")
+            #expect(slack.tokenURL?.absoluteString == "https://slack.com/api/oauth.v2.access")
             #expect(slack.userAgent == "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko)")
             #expect(slack.deviceAuthorizationURL == nil)
         }
@@ -395,6 +407,15 @@ extension CatalogFailure {
         demo("a fragment in an endpoint", #""jwksURL": "https://auth.example.com/jwks#keys""#, "jwksURL: must not contain a fragment"),
         demo("issuer over http", #""issuer": "http://auth.example.com""#, "issuer: must use https://"),
         demo("issuer with a query", #""issuer": "https://auth.example.com?tenant=1""#, "issuer: must not contain a query (RFC 8414 §2)"),
+        demo("endSessionURL over http", #""endSessionURL": "http://auth.example.com/logout""#, "endSessionURL: must use https://"),
+        demo("idTokenSigningAlgorithms none", #""idTokenSigningAlgorithms": ["RS256", "none"]"#,
+             "idTokenSigningAlgorithms: \"none\" is never accepted"),
+        demo("idTokenSigningAlgorithms unknown", #""idTokenSigningAlgorithms": "RS1""#, "idTokenSigningAlgorithms: names an unknown algorithm"),
+        demo("idTokenSigningAlgorithms empty", #""idTokenSigningAlgorithms": []"#, "idTokenSigningAlgorithms: must name at least one"),
+        demo("idTokenSigningAlgorithms a number", #""idTokenSigningAlgorithms": [256]"#,
+             "idTokenSigningAlgorithms[0]: must be a string, found a number"),
+        demo("HS256 without a client secret", #""idTokenSigningAlgorithms": ["HS256"]"#,
+             "idTokenSigningAlgorithms: HS256 needs the client secret"),
         demo("redirectURI unparseable", #""redirectURI": "not a uri""#, "redirectURI: is not a valid URI"),
         demo("redirectURI relative", #""redirectURI": "/callback""#, "redirectURI: must be an absolute URI without a fragment"),
         demo("redirectURI with a fragment", #""redirectURI": "https://app.example.com/cb#x""#,
@@ -710,7 +731,7 @@ extension ProviderCatalogTests {
 
             let github = try #require(byID["github"])
             #expect(github.deviceAuthorizationURL?.absoluteString == "https://github.com/login/device/code")
-            #expect(github.tokenURL.absoluteString == "https://github.com/login/oauth/access_token")
+            #expect(github.tokenURL?.absoluteString == "https://github.com/login/oauth/access_token")
             #expect(github.authorizationURL?.absoluteString == "https://github.com/login/oauth/authorize")
             #expect(github.scopes == ["read:user"])
             #expect(github.clientAuthentication == .none)
@@ -723,7 +744,7 @@ extension ProviderCatalogTests {
 
             let google = try #require(byID["google"])
             #expect(google.authorizationURL?.absoluteString == "https://accounts.google.com/o/oauth2/v2/auth")
-            #expect(google.tokenURL.absoluteString == "https://oauth2.googleapis.com/token")
+            #expect(google.tokenURL?.absoluteString == "https://oauth2.googleapis.com/token")
             #expect(google.deviceAuthorizationURL?.absoluteString == "https://oauth2.googleapis.com/device/code")
             #expect(google.revocationURL?.absoluteString == "https://oauth2.googleapis.com/revoke")
             #expect(google.jwksURL?.absoluteString == "https://www.googleapis.com/oauth2/v3/certs")

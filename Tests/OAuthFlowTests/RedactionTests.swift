@@ -85,12 +85,13 @@ struct RedactionTests {
                     body: Data(#"{"access_token":"SECRET-at","refresh_token":"SECRET-rt"}"#.utf8))
                 return (response, ["SECRET-at", "SECRET-rt", "SECRET-cookie"])
             case .flow:
-                mock.script(.token, [.token(access: "SECRET-at", refresh: "SECRET-rt")])
+                // No issuer: the ID token is kept as sent, unvalidated (Documentation/OIDC.md).
+                mock.script(.token, [.token(access: "SECRET-at", refresh: "SECRET-rt", idToken: "SECRET-id")])
                 let flow = try await flow(confidential)
                 let first = try await flow.authorizationRequest(provider: "web")
                 _ = try await flow.completeAuthorization(callbackURL: callback(first, code: "SECRET-code"))
                 let pending = try await flow.authorizationRequest(provider: "web")
-                return (flow, try Self.secrets(of: pending) + ["SECRET-at", "SECRET-rt", "SECRET-client", "SECRET-code"])
+                return (flow, try Self.secrets(of: pending) + ["SECRET-at", "SECRET-rt", "SECRET-id", "SECRET-client", "SECRET-code"])
             }
         }
 
@@ -155,7 +156,7 @@ struct RedactionTests {
             .token(access: "SECRET-at-1", refresh: "SECRET-rt-1", idToken: "SECRET-id-1"),
             .token(access: "SECRET-at-2", refresh: "SECRET-rt-2"),
             .oauthError("invalid_grant", description: "revoked"),
-            .token(access: "SECRET-at-3", refresh: "SECRET-rt-3"),
+            .token(access: "SECRET-at-3", refresh: "SECRET-rt-3", idToken: "SECRET-id-3"),
         ])
         _ = try await flow.authorizeWithDeviceCode(provider: "dev")
         clock.advance(by: .seconds(3600))
@@ -170,7 +171,7 @@ struct RedactionTests {
 
         let secrets = try [
             "SECRET-client", "SECRET-device", "SECRET-at-1", "SECRET-rt-1", "SECRET-id-1", "SECRET-at-2", "SECRET-rt-2",
-            "SECRET-at-3", "SECRET-rt-3", "SECRET-code", "SECRET-state-2", state,
+            "SECRET-at-3", "SECRET-rt-3", "SECRET-id-3", "SECRET-code", "SECRET-state-2", state,
         ] + Specimen.secrets(of: request)
         let records = log.all
         #expect(records.contains { $0.level == .debug }, "debug logging was on, so there is something to check")

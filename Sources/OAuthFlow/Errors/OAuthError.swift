@@ -67,6 +67,8 @@ public struct OAuthError: Error, Sendable, Equatable {
         case introspection
         /// The userinfo endpoint (OpenID Connect Core §5.3).
         case userinfo
+        /// The end-session endpoint (OpenID Connect RP-Initiated Logout 1.0 §2).
+        case endSession
         /// Discovery or JWKS documents.
         case discovery
     }

@@ -29,13 +29,15 @@ public actor AuthFlow {
         /// Restore stored authorizations in the initializer (the default); set false to subscribe
         /// first and call ``AuthFlow/restore()`` yourself.
         public var restoresAtStart: Bool
+        /// How far an ID token's `exp`, `iat`, `nbf` and `auth_time` may be off (OpenID Connect Core §3.1.3.7).
+        public var clockSkew: TimeInterval
 
-        /// The defaults: continuous clock, `Date()`, 60 s margin, 10 minute `state` lifetime.
+        /// The defaults: continuous clock, `Date()`, 60 s margin, 10 minute `state` lifetime, 60 s clock skew.
         public init(
             clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() },
             refreshMargin: TimeInterval = 60, pendingAuthorizationLifetime: TimeInterval = 600,
             maximumPendingAuthorizations: Int = 10_000, userAgent: String = "OAuthFlow/0.1",
-            log: (@Sendable (LogRecord) -> Void)? = nil, restoresAtStart: Bool = true
+            log: (@Sendable (LogRecord) -> Void)? = nil, restoresAtStart: Bool = true, clockSkew: TimeInterval = 60
         ) {
             self.clock = clock
             self.now = now
@@ -45,6 +47,7 @@ public actor AuthFlow {
             self.userAgent = userAgent
             self.log = log
             self.restoresAtStart = restoresAtStart
+            self.clockSkew = clockSkew
         }
     }
 
@@ -55,6 +58,10 @@ public actor AuthFlow {
     nonisolated let options: Options
     let logger: Logger
     private nonisolated let broadcaster = StateBroadcaster()
+
+    /// Discovered metadata by issuer, and JWKS by URL (OIDC/Discovery.swift, OIDC/JWKSCache.swift).
+    let discoveryCache = DocumentCache<ProviderMetadata>()
+    let jwksCache = DocumentCache<JWKSet>()
 
     /// Written only by the actor; read without a hop by the fresh-token fast path.
     nonisolated let tokens = TokenCache()
@@ -198,11 +205,19 @@ public actor AuthFlow {
         }
     }
 
-    /// The validation step between exchange and storing.
+    /// The validation step between exchange and storing: the ID token (OIDC/, Flow/IDTokenStep.swift).
     private func validate(_ result: GrantResult, for provider: Provider) async throws(OAuthError) -> TokenSet {
         let now = options.now()
-        if let previous = result.previous { return RefreshTokenGrant.merge(result.response, into: previous, now: now) }
-        return TokenSet(result.response, providerID: provider.id, requestedScopes: result.requestedScopes, grant: result.grant, now: now)
+        let idToken = try await verifiedIDToken(result, for: provider, now: now)
+        var set: TokenSet
+        if let previous = result.previous {
+            set = RefreshTokenGrant.merge(result.response, into: previous, now: now)
+        } else {
+            set = TokenSet(result.response, providerID: provider.id, requestedScopes: result.requestedScopes, grant: result.grant, now: now)
+        }
+        // A refresh without an ID token keeps the previous one (OpenID Connect Core §12.2).
+        set.validatedIDToken = result.response.idToken == nil ? result.previous?.validatedIDToken : idToken
+        return set
     }
 
     /// Runs a grant's exchange, publishing `.error` when it fails.
@@ -289,7 +304,8 @@ public actor AuthFlow {
         do {
             provider = try self.provider(id)
             request = try AuthorizationCodeGrant.makeRequest(
-                provider: provider, scopes: scopes ?? provider.scopes, parameters: parameters, usePKCE: usePKCE, now: now,
+                provider: provider, authorizationURL: try await requiredEndpoint(.authorization, of: provider),
+                scopes: scopes ?? provider.scopes, parameters: parameters, usePKCE: usePKCE, now: now,
                 lifetime: options.pendingAuthorizationLifetime)
         } catch {
             throw fail(id, error)
@@ -359,10 +375,7 @@ public actor AuthFlow {
         if !response.duplicates.isEmpty {
             logger.warning(provider.id, "callback repeats parameters \(response.duplicates); the first value of each was used")
         }
-        if let issuer = provider.issuer, let returned = response.issuer, returned != issuer {
-            throw fail(provider.id, OAuthError(.invalidCallback, endpoint: .authorization,
-                                               message: "the callback's iss \"\(returned)\" is not the provider's issuer (RFC 9207 §2.4)"))
-        }
+        do { try await checkCallbackIssuer(response, of: provider) } catch { throw fail(provider.id, error) }
         if let error = response.error {
             throw fail(provider.id, EndpointClient.error(for: error, provider: provider.id, endpoint: .authorization, status: nil))
         }
@@ -372,10 +385,14 @@ public actor AuthFlow {
         publish(.requestingAccessToken(provider: provider.id))
         let client = client(for: provider)
         let response = try await exchange(provider) { () async throws(OAuthError) in
-            try await AuthorizationCodeGrant.exchange(code: code, request: request, client: client)
+            try await AuthorizationCodeGrant.exchange(code: code, request: request, client: client,
+                                                      tokenURL: try await requiredEndpoint(.token, of: provider))
         }
-        let result = GrantResult(response: response, grant: .authorizationCode, requestedScopes: request.scopes,
+        var result = GrantResult(response: response, grant: .authorizationCode, requestedScopes: request.scopes,
                                  nonce: request.nonce, code: code)
+        result.maxAge = (URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems?
+            .first { $0.name == "max_age" }?.value).flatMap { Int($0) }.map { TimeInterval(max($0, 0)) }
+        result.requestedAt = request.expiresAt.addingTimeInterval(-options.pendingAuthorizationLifetime)
         return try await finish(result, for: provider).authorization
     }
 
@@ -393,7 +410,8 @@ public actor AuthFlow {
         publish(.requestingDeviceCode(provider: id))
         do {
             let code = try await DeviceAuthorizationGrant.requestCode(
-                scopes: scopes ?? provider.scopes, client: client(for: provider), now: options.now())
+                scopes: scopes ?? provider.scopes, client: client(for: provider),
+                url: try await requiredEndpoint(.deviceAuthorization, of: provider), now: options.now())
             publish(.receivedDeviceCode(provider: id, code))
             return code
         } catch {
@@ -414,7 +432,7 @@ public actor AuthFlow {
         let client = client(for: provider)
         let response = try await exchange(provider) { () async throws(OAuthError) in
             try await DeviceAuthorizationGrant.poll(
-                code, client: client, clock: options.clock, now: options.now,
+                code, client: client, tokenURL: try await requiredEndpoint(.token, of: provider), clock: options.clock, now: options.now,
                 onSlowDown: { [weak self] raised in await self?.publishSlowDown(raised) })
         }
         return try await finish(GrantResult(response: response, grant: .deviceCode, requestedScopes: code.scopes), for: provider)
@@ -455,7 +473,8 @@ public actor AuthFlow {
         publish(.requestingAccessToken(provider: provider.id))
         let client = client(for: provider)
         let response = try await exchange(provider) { () async throws(OAuthError) in
-            try await ClientCredentialsGrant.request(scopes: scopes, client: client)
+            try await ClientCredentialsGrant.request(
+                scopes: scopes, client: client, tokenURL: try await requiredEndpoint(.token, of: provider))
         }
         return try await finish(GrantResult(response: response, grant: .clientCredentials, requestedScopes: scopes), for: provider)
     }
@@ -536,7 +555,9 @@ public actor AuthFlow {
         // The store is the truth: an entry another process deleted (a logout) is not revived from memory.
         guard let current = stored else {
             tokens[provider.id] = nil
-            if provider.isConfidential, provider.authorizationURL == nil, provider.deviceAuthorizationURL == nil {
+            let serviceOnly: Bool
+            do { serviceOnly = try await isServiceOnly(provider) } catch { throw fail(provider.id, error) }
+            if serviceOnly {
                 // A service-only provider: client credentials need no user, so fetch on demand.
                 return try await runClientCredentials(provider, scopes: previous?.scopes ?? provider.scopes)
             }
@@ -554,7 +575,8 @@ public actor AuthFlow {
         publish(.requestingAccessToken(provider: provider.id))
         let response: TokenResponse
         do {
-            response = try await RefreshTokenGrant.request(refreshToken: refreshToken, client: client(for: provider))
+            response = try await RefreshTokenGrant.request(
+                refreshToken: refreshToken, client: client(for: provider), tokenURL: try await requiredEndpoint(.token, of: provider))
         } catch where error.code == .reauthorizationRequired {
             // Remember it, so a dead refresh token is not posted again on every call.
             var marked = current

@@ -15,6 +15,10 @@ struct GrantResult: Sendable {
     var code: Secret?
     /// The set a refresh renews: its refresh token and ID token carry over when the answer has none.
     var previous: TokenSet?
+    /// The `max_age` the authorization request sent, which makes the ID token's `auth_time` required.
+    var maxAge: TimeInterval?
+    /// When the authorization request was made (the reference time for `max_age`).
+    var requestedAt: Date?
 
     init(
         response: TokenResponse, grant: GrantType, requestedScopes: [String], nonce: Secret? = nil, code: Secret? = nil,

@@ -48,9 +48,10 @@ extension AuthorizationRequest: CustomDebugStringConvertible, CustomReflectable 
 /// The authorization code grant with PKCE (RFC 6749 §4.1, RFC 7636).
 enum AuthorizationCodeGrant {
     static func makeRequest(
-        provider: Provider, scopes: [String], parameters: [String: String], usePKCE: Bool, now: Date, lifetime: TimeInterval
+        provider: Provider, authorizationURL: URL?, scopes: [String], parameters: [String: String], usePKCE: Bool, now: Date,
+        lifetime: TimeInterval
     ) throws(OAuthError) -> AuthorizationRequest {
-        guard let authorizationURL = provider.authorizationURL else {
+        guard let authorizationURL else {
             throw OAuthError(.configuration, providerID: provider.id, message: "provider \"\(provider.id)\" has no authorizationURL")
         }
         guard let redirectURI = provider.redirectURI else {
@@ -93,12 +94,14 @@ enum AuthorizationCodeGrant {
     }
 
     /// The code exchange (RFC 6749 §4.1.3, RFC 7636 §4.5).
-    static func exchange(code: Secret, request: AuthorizationRequest, client: EndpointClient) async throws(OAuthError) -> TokenResponse {
+    static func exchange(
+        code: Secret, request: AuthorizationRequest, client: EndpointClient, tokenURL: URL
+    ) async throws(OAuthError) -> TokenResponse {
         var fields: [(String, String)] = [
             ("grant_type", GrantType.authorizationCode.rawValue), ("code", code.reveal()),
             ("redirect_uri", request.redirectURI.absoluteString),
         ]
         if let verifier = request.codeVerifier { fields.append(("code_verifier", verifier.reveal())) }
-        return try await client.requestToken(fields)
+        return try await client.requestToken(fields, url: tokenURL)
     }
 }

@@ -10,10 +10,10 @@ enum ClientCredentialsGrant {
         }
     }
 
-    static func request(scopes: [String], client: EndpointClient) async throws(OAuthError) -> TokenResponse {
+    static func request(scopes: [String], client: EndpointClient, tokenURL: URL) async throws(OAuthError) -> TokenResponse {
         try checkAllowed(for: client.provider)
         var fields: [(String, String)] = [("grant_type", GrantType.clientCredentials.rawValue)]
         if !scopes.isEmpty { fields.append(("scope", scopes.joined(separator: " "))) }
-        return try await client.requestToken(fields)
+        return try await client.requestToken(fields, url: tokenURL)
     }
 }

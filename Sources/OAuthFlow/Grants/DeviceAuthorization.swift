@@ -10,9 +10,9 @@ enum DeviceAuthorizationGrant {
     static let maximumConsecutiveTransportFailures = 5
 
     /// Requests a device code and user code (RFC 8628 §3.1–3.2).
-    static func requestCode(scopes: [String], client: EndpointClient, now: Date) async throws(OAuthError) -> DeviceCode {
+    static func requestCode(scopes: [String], client: EndpointClient, url: URL?, now: Date) async throws(OAuthError) -> DeviceCode {
         let provider = client.provider
-        guard let url = provider.deviceAuthorizationURL else {
+        guard let url else {
             throw OAuthError(.configuration, providerID: provider.id, message: "provider \"\(provider.id)\" has no deviceAuthorizationURL")
         }
         var fields: [(String, String)] = []
@@ -50,7 +50,7 @@ enum DeviceAuthorizationGrant {
     ///
     /// `onSlowDown` receives the code with its raised interval so the actor can publish it.
     static func poll(
-        _ code: DeviceCode, client: EndpointClient, clock: any Clock<Duration>, now: @Sendable () -> Date,
+        _ code: DeviceCode, client: EndpointClient, tokenURL: URL, clock: any Clock<Duration>, now: @Sendable () -> Date,
         onSlowDown: @Sendable (DeviceCode) async -> Void
     ) async throws(OAuthError) -> TokenResponse {
         var code = code
@@ -68,7 +68,7 @@ enum DeviceAuthorizationGrant {
                                  message: "the device code expired before the user approved it (RFC 8628 §3.5)")
             }
             do {
-                return try await client.requestToken(fields)
+                return try await client.requestToken(fields, url: tokenURL)
             } catch {
                 switch error.response?.code {
                 case .authorizationPending?:

@@ -7,10 +7,10 @@ enum RefreshTokenGrant {
     /// `invalid_grant` becomes `.reauthorizationRequired`, with the §5.2 body kept; so does a 400
     /// or 401 without a §5.2 body (some servers answer a dead refresh token that way), so the flow
     /// marks the login instead of posting the dead token again on every call.
-    static func request(refreshToken: Secret, client: EndpointClient) async throws(OAuthError) -> TokenResponse {
+    static func request(refreshToken: Secret, client: EndpointClient, tokenURL: URL) async throws(OAuthError) -> TokenResponse {
         let fields: [(String, String)] = [("grant_type", GrantType.refreshToken.rawValue), ("refresh_token", refreshToken.reveal())]
         do {
-            return try await client.requestToken(fields)
+            return try await client.requestToken(fields, url: tokenURL)
         } catch where error.response?.code == .invalidGrant {
             var error = error
             error.code = .reauthorizationRequired

@@ -212,9 +212,10 @@ struct EndpointClient: Sendable {
         return FormEncoding.decode(body).map(\.0).joined(separator: ",")
     }
 
-    /// Posts to the token endpoint and decodes a §5.1 token response.
-    func requestToken(_ fields: [(String, String)]) async throws(OAuthError) -> TokenResponse {
-        let object = try await send(formRequest(url: provider.tokenURL, fields: fields), endpoint: .token)
+    /// Posts to the token endpoint `url` (resolved by ``AuthFlow/requiredEndpoint(_:of:)``) and
+    /// decodes a §5.1 token response.
+    func requestToken(_ fields: [(String, String)], url: URL) async throws(OAuthError) -> TokenResponse {
+        let object = try await send(formRequest(url: url, fields: fields), endpoint: .token)
         return try TokenResponse(object)
     }
 }

@@ -14,8 +14,11 @@ public struct TokenSet: Sendable, Codable {
     public var tokenType: String
     /// The `refresh_token`, when one was issued (or kept from before, RFC 6749 §6).
     public var refreshToken: Secret?
-    /// The OpenID Connect `id_token`, when one was issued.
+    /// The OpenID Connect `id_token` as sent, when one was issued (kept for `id_token_hint`).
     public var idToken: Secret?
+    /// The claims of ``idToken`` once validated (OpenID Connect Core §3.1.3.7); nil when there is no
+    /// ID token or it could not be validated (a provider without `issuer`).
+    public var validatedIDToken: IDToken?
     /// The granted scopes (the response's `scope`, or the requested ones when it is absent, RFC 6749 §5.1).
     public var scopes: [String]
     /// When the token response arrived.
@@ -30,14 +33,15 @@ public struct TokenSet: Sendable, Codable {
     /// Creates a token set.
     public init(
         providerID: String, accessToken: Secret, tokenType: String = "Bearer", refreshToken: Secret? = nil,
-        idToken: Secret? = nil, scopes: [String] = [], issuedAt: Date, expiresAt: Date? = nil,
-        grant: GrantType, needsReauthorization: Bool = false
+        idToken: Secret? = nil, validatedIDToken: IDToken? = nil, scopes: [String] = [], issuedAt: Date,
+        expiresAt: Date? = nil, grant: GrantType, needsReauthorization: Bool = false
     ) {
         self.providerID = providerID
         self.accessToken = accessToken
         self.tokenType = tokenType
         self.refreshToken = refreshToken
         self.idToken = idToken
+        self.validatedIDToken = validatedIDToken
         self.scopes = scopes
         self.issuedAt = issuedAt
         self.expiresAt = expiresAt
@@ -59,7 +63,7 @@ public struct TokenSet: Sendable, Codable {
         Authorization(
             providerID: providerID, tokenType: tokenType, scopes: scopes, issuedAt: issuedAt, expiresAt: expiresAt,
             grant: grant, isRefreshable: refreshToken != nil, hasIDToken: idToken != nil,
-            needsReauthorization: needsReauthorization
+            needsReauthorization: needsReauthorization, idToken: validatedIDToken
         )
     }
 }
@@ -87,6 +91,9 @@ public struct Authorization: Sendable, Hashable, Codable {
     public var hasIDToken: Bool
     /// True when a refresh failed with `invalid_grant` and an interactive grant is needed.
     public var needsReauthorization: Bool
+    /// The validated ID token's claims (`sub`, `iss`, …), when the provider issued one and it passed
+    /// every check of OpenID Connect Core §3.1.3.7; nil otherwise (see `Documentation/OIDC.md`).
+    public var idToken: IDToken?
 }
 
 /// The OAuth grants OAuthFlow runs.

@@ -5,6 +5,10 @@ public import Foundation
 /// Load providers from a JSON catalog with ``ProviderCatalog``, or build one in code; both paths
 /// run ``validate()``. Hand them to ``AuthFlow``. Each grant uses the endpoint it needs and
 /// throws ``OAuthError`` `.configuration` when that endpoint is missing.
+///
+/// With an ``issuer``, endpoints left out are discovered (OpenID Connect Discovery 1.0, RFC 8414)
+/// the first time a grant needs one; endpoints written here always win over discovered ones.
+/// See ``AuthFlow/metadata(for:)``.
 public struct Provider: Sendable, Hashable, CustomStringConvertible {
     /// How the client authenticates at the token endpoint (RFC 6749 §2.3).
     public enum ClientAuthentication: String, Sendable, Hashable, Codable, CaseIterable {
@@ -20,8 +24,8 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
     public var id: String
     /// The authorization endpoint (RFC 6749 §3.1); needed for the browser grant.
     public var authorizationURL: URL?
-    /// The token endpoint (RFC 6749 §3.2).
-    public var tokenURL: URL
+    /// The token endpoint (RFC 6749 §3.2); nil to take it from discovery (then ``issuer`` is required).
+    public var tokenURL: URL?
     /// The device authorization endpoint (RFC 8628 §3.1).
     public var deviceAuthorizationURL: URL?
     /// The revocation endpoint (RFC 7009).
@@ -30,10 +34,17 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
     public var introspectionURL: URL?
     /// The OpenID Connect userinfo endpoint.
     public var userinfoURL: URL?
-    /// The issuer identifier; when set, a callback's `iss` must equal it (RFC 9207).
+    /// The issuer identifier (RFC 8414 §2): where discovery starts, what ID tokens' `iss` and a
+    /// callback's `iss` (RFC 9207) must equal exactly.
     public var issuer: String?
-    /// The JWKS URL for ID token signatures.
+    /// The JWKS URL for ID token signatures; nil to take `jwks_uri` from discovery.
     public var jwksURL: URL?
+    /// The RP-initiated logout endpoint (OpenID Connect RP-Initiated Logout 1.0); nil to take
+    /// `end_session_endpoint` from discovery.
+    public var endSessionURL: URL?
+    /// The JWS algorithms accepted for ID tokens, such as `["RS256", "ES256"]`; nil for the
+    /// default (see `Documentation/OIDC.md`). `HS256`/`384`/`512` only when named here.
+    public var idTokenSigningAlgorithms: [String]?
     /// The `client_id`.
     public var clientID: String
     /// The client secret, resolved at load time (inline, `clientSecretEnv` or `clientSecretFile`).
@@ -55,9 +66,10 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
     ///
     /// `clientAuthentication` defaults to `client_secret_basic` with a secret and `none` without.
     public init(
-        id: String, authorizationURL: URL? = nil, tokenURL: URL, deviceAuthorizationURL: URL? = nil,
+        id: String, authorizationURL: URL? = nil, tokenURL: URL? = nil, deviceAuthorizationURL: URL? = nil,
         revocationURL: URL? = nil, introspectionURL: URL? = nil, userinfoURL: URL? = nil, issuer: String? = nil,
-        jwksURL: URL? = nil, clientID: String, clientSecret: Secret? = nil,
+        jwksURL: URL? = nil, endSessionURL: URL? = nil, idTokenSigningAlgorithms: [String]? = nil,
+        clientID: String, clientSecret: Secret? = nil,
         clientAuthentication: ClientAuthentication? = nil, redirectURI: URL? = nil, scopes: [String] = [],
         authorizationParameters: [String: String] = [:], userAgent: String? = nil, debug: Bool = false
     ) {
@@ -70,6 +82,8 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         self.userinfoURL = userinfoURL
         self.issuer = issuer
         self.jwksURL = jwksURL
+        self.endSessionURL = endSessionURL
+        self.idTokenSigningAlgorithms = idTokenSigningAlgorithms
         self.clientID = clientID
         self.clientSecret = clientSecret
         self.clientAuthentication = clientAuthentication ?? (clientSecret == nil ? .none : .clientSecretBasic)
@@ -83,7 +97,8 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
     /// True for a client that holds a secret (a confidential client, RFC 6749 §2.1).
     public var isConfidential: Bool { clientSecret != nil && clientAuthentication != .none }
 
-    /// The grants this provider's configuration supports.
+    /// The grants this provider's configuration supports, from the endpoints written in it
+    /// (endpoints discovery would add are not counted).
     public var supportedGrants: [GrantType] {
         var grants: [GrantType] = []
         if authorizationURL != nil, redirectURI != nil { grants.append(.authorizationCode) }
@@ -95,7 +110,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
 
     /// The provider's id and endpoints; the secret shows as `<redacted>`.
     public var description: String {
-        "Provider(id: \(id), token: \(tokenURL.absoluteString), clientID: \(clientID), "
+        "Provider(id: \(id), \(tokenURL.map { "token: \($0.absoluteString)" } ?? "issuer: \(issuer ?? "none")"), clientID: \(clientID), "
             + "clientSecret: \(clientSecret == nil ? "none" : "<redacted>"), auth: \(clientAuthentication.rawValue))"
     }
 
@@ -111,6 +126,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
             && lhs.tokenURL == rhs.tokenURL && lhs.deviceAuthorizationURL == rhs.deviceAuthorizationURL
             && lhs.revocationURL == rhs.revocationURL && lhs.introspectionURL == rhs.introspectionURL
             && lhs.userinfoURL == rhs.userinfoURL && lhs.issuer == rhs.issuer && lhs.jwksURL == rhs.jwksURL
+            && lhs.endSessionURL == rhs.endSessionURL && lhs.idTokenSigningAlgorithms == rhs.idTokenSigningAlgorithms
             && lhs.clientID == rhs.clientID && lhs.clientAuthentication == rhs.clientAuthentication
             && lhs.redirectURI == rhs.redirectURI && lhs.scopes == rhs.scopes
             && lhs.authorizationParameters == rhs.authorizationParameters && lhs.userAgent == rhs.userAgent
@@ -129,7 +145,11 @@ extension Provider {
     ///
     /// Endpoints must be `https://`, or `http://` on a loopback host (`localhost`, `*.localhost`,
     /// `127.0.0.1`, `[::1]`), without user info or fragment (RFC 6749 §3.1, RFC 9700 §2.6);
-    /// the id must be a safe store key; `client_secret_basic`/`_post` need a secret.
+    /// the id must be a safe store key; `tokenURL` or `issuer` must be given (the issuer an
+    /// `https://` URL, or `http://` on loopback, without query or fragment, RFC 8414 §2);
+    /// `idTokenSigningAlgorithms` must name known JWS algorithms, never `none`, and `HS*` only
+    /// with a client secret;
+    /// `client_secret_basic`/`_post` need a secret.
     /// - Throws: ``OAuthError`` `.configuration` naming the provider, the key and the reason.
     public func validate() throws(OAuthError) {
         func fail(_ key: String, _ reason: String) -> OAuthError {
@@ -143,10 +163,24 @@ extension Provider {
             ("authorizationURL", authorizationURL), ("tokenURL", tokenURL),
             ("deviceAuthorizationURL", deviceAuthorizationURL), ("revocationURL", revocationURL),
             ("introspectionURL", introspectionURL), ("userinfoURL", userinfoURL), ("jwksURL", jwksURL),
+            ("endSessionURL", endSessionURL),
         ]
         for (key, url) in endpoints {
             guard let url else { continue }
             if let reason = Self.endpointProblem(url) { throw fail(key, reason) }
+        }
+        if let issuer, let reason = Self.issuerProblem(issuer) { throw fail("issuer", reason) }
+        guard tokenURL != nil || issuer != nil else {
+            throw fail("tokenURL", "is required unless issuer is given (the token endpoint is then discovered)")
+        }
+        if let algorithms = idTokenSigningAlgorithms {
+            guard !algorithms.isEmpty else { throw fail("idTokenSigningAlgorithms", "must name at least one algorithm") }
+            for name in algorithms where !Self.signingAlgorithmNames.contains(name) {
+                throw fail("idTokenSigningAlgorithms", "\"\(name)\" is not one of \(Self.signingAlgorithmNames.joined(separator: ", "))")
+            }
+            if clientSecret == nil, let hmac = algorithms.first(where: { $0.hasPrefix("HS") }) {
+                throw fail("idTokenSigningAlgorithms", "\(hmac) needs the client secret as its key, and there is none")
+            }
         }
         if let redirectURI {
             guard redirectURI.scheme != nil, redirectURI.fragment == nil else {
@@ -165,6 +199,19 @@ extension Provider {
     static let reservedAuthorizationParameters: Set<String> = [
         "response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method", "nonce",
     ]
+
+    /// The JWS algorithms an ID token may be signed with (RFC 7518 §3.1, RFC 8037 §3.1); never `none`.
+    static let signingAlgorithmNames = [
+        "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "HS256", "HS384", "HS512",
+    ]
+
+    /// Why `issuer` may not be an issuer identifier (RFC 8414 §2), or nil when it may.
+    static func issuerProblem(_ issuer: String) -> String? {
+        guard let url = URL(string: issuer, encodingInvalidCharacters: false) else { return "is not a valid URL" }
+        if let problem = endpointProblem(url) { return problem }
+        if url.query != nil { return "must not contain a query (RFC 8414 §2)" }
+        return nil
+    }
 
     static func isValidID(_ id: String) -> Bool {
         guard (1...128).contains(id.count), !id.hasPrefix(".") else { return false }

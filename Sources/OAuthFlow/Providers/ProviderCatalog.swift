@@ -224,16 +224,19 @@ extension ProviderCatalog {
 
         func provider() throws(OAuthError) -> Provider {
             let authorizationURL = try endpoint("authorizationURL")
-            guard let tokenURL = try aliased("tokenURL", "accessTokenURL", { key throws(OAuthError) in try endpoint(key) }) else {
-                throw fail("tokenURL", "is required (OAuthKit's accessTokenURL is accepted too)")
-            }
+            let tokenURL = try aliased("tokenURL", "accessTokenURL", { key throws(OAuthError) in try endpoint(key) })
             let deviceURL = try aliased(
                 "deviceAuthorizationURL", "deviceCodeURL", { key throws(OAuthError) in try endpoint(key) })
             let revocationURL = try endpoint("revocationURL")
             let introspectionURL = try endpoint("introspectionURL")
             let userinfoURL = try endpoint("userinfoURL")
             let issuer = try issuer()
+            guard tokenURL != nil || issuer != nil else {
+                throw fail("tokenURL", "is required unless issuer is given (OAuthKit's accessTokenURL is accepted too)")
+            }
             let jwksURL = try endpoint("jwksURL")
+            let endSessionURL = try endpoint("endSessionURL")
+            let algorithms = try signingAlgorithms()
             guard let clientID = try string("clientID") else { throw fail("clientID", "is required") }
             let secret = try clientSecret()
             let authentication = try clientAuthentication(hasSecret: secret != nil)
@@ -246,7 +249,7 @@ extension ProviderCatalog {
             let provider = Provider(
                 id: rawID, authorizationURL: authorizationURL, tokenURL: tokenURL, deviceAuthorizationURL: deviceURL,
                 revocationURL: revocationURL, introspectionURL: introspectionURL, userinfoURL: userinfoURL, issuer: issuer,
-                jwksURL: jwksURL, clientID: clientID, clientSecret: secret, clientAuthentication: authentication,
+                jwksURL: jwksURL, endSessionURL: endSessionURL, idTokenSigningAlgorithms: algorithms, clientID: clientID, clientSecret: secret, clientAuthentication: authentication,
                 redirectURI: redirectURI, scopes: scopes ?? [], authorizationParameters: parameters ?? [:],
                 userAgent: userAgent, debug: debug ?? false)
             do {
@@ -293,12 +296,32 @@ extension ProviderCatalog {
         /// The issuer identifier: an `https` URL without query or fragment (RFC 8414 §2).
         func issuer() throws(OAuthError) -> String? {
             guard let text = try string("issuer") else { return nil }
-            guard let url = URL(string: text, encodingInvalidCharacters: false) else {
-                throw fail("issuer", "is not a valid URL")
-            }
-            if let problem = Provider.endpointProblem(url) { throw fail("issuer", problem) }
-            if url.query != nil { throw fail("issuer", "must not contain a query (RFC 8414 §2)") }
+            if let problem = Provider.issuerProblem(text) { throw fail("issuer", problem) }
             return text
+        }
+
+        /// `idTokenSigningAlgorithms`: a non-empty array of JWS algorithm names, or one string.
+        func signingAlgorithms() throws(OAuthError) -> [String]? {
+            let key = "idTokenSigningAlgorithms"
+            guard let value = value(key) else { return nil }
+            let names: [String]
+            switch value {
+            case .string(let text): names = [text]
+            case .array(let items):
+                var collected: [String] = []
+                for (index, item) in items.enumerated() {
+                    guard case .string(let name) = item else { throw fail("\(key)[\(index)]", "must be a string, found \(item.kind)") }
+                    collected.append(name)
+                }
+                names = collected
+            default: throw fail(key, "must be an array of algorithm names such as [\"RS256\"], found \(value.kind)")
+            }
+            guard !names.isEmpty else { throw fail(key, "must name at least one algorithm") }
+            for name in names where !Provider.signingAlgorithmNames.contains(name) {
+                throw fail(key, name == "none" ? "\"none\" is never accepted (unsigned ID tokens)"
+                    : "names an unknown algorithm; use one of \(Provider.signingAlgorithmNames.joined(separator: ", "))")
+            }
+            return names
         }
 
         func redirectURI() throws(OAuthError) -> URL? {

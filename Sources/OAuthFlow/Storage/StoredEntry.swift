@@ -29,6 +29,10 @@ enum StoredEntry {
         if let idToken = set.idToken {
             out += ",\"idToken\":"
             JSONValue.quote(idToken.reveal(), into: &out)
+            // Marks a token that passed validation, so loading rebuilds its claims without verifying
+            // the signature again; an entry without it (or one written before validation existed)
+            // keeps the raw token but no claims.
+            if set.validatedIDToken != nil { out += ",\"idTokenValidated\":true" }
         }
         out += ",\"issuedAt\":"
         JSONValue.number(set.issuedAt.timeIntervalSince1970).write(into: &out)
@@ -78,10 +82,15 @@ enum StoredEntry {
             throw fields.fail("grant is missing or unknown")
         }
         guard let issuedAt = try fields.date("issuedAt") else { throw fields.fail("issuedAt is missing") }
+        let idToken = try fields.string("idToken").map(Secret.init)
+        var validated: IDToken?
+        if let idToken, try fields.bool("idTokenValidated") == true {
+            do { validated = try IDToken(storedToken: idToken) } catch { throw corrupted("tokens.idToken is not a JWT with the required claims") }
+        }
         return TokenSet(
             providerID: providerID, accessToken: Secret(try fields.requiredString("accessToken")),
             tokenType: try fields.requiredString("tokenType"), refreshToken: try fields.string("refreshToken").map(Secret.init),
-            idToken: try fields.string("idToken").map(Secret.init), scopes: try fields.strings("scopes") ?? [],
+            idToken: idToken, validatedIDToken: validated, scopes: try fields.strings("scopes") ?? [],
             issuedAt: issuedAt, expiresAt: try fields.date("expiresAt"), grant: grant,
             needsReauthorization: try fields.bool("needsReauthorization") ?? false)
     }

@@ -4,7 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.http import HttpResponse
 from django.urls import include, path, re_path
 
-from itserver.views import ITConnectDiscoveryInfoView, ITOAuthServerMetadataView
+from itserver.views import ITConnectDiscoveryInfoView, ITOAuthServerMetadataView, rotate_signing_key
 
 
 def instance(request):
@@ -28,6 +28,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/profile/", profile, name="profile"),
     path("it/instance", instance),
+    # Test-only: replaces the RS256 signing key in this process (the JWKS then lists only the new one).
+    path("it/rotate-signing-key", rotate_signing_key),
     # Discovery documents (see itserver/views.py); listed before the DOT include so they win.
     re_path(r"^o/\.well-known/openid-configuration/?$", ITConnectDiscoveryInfoView.as_view()),
     path("o/.well-known/oauth-authorization-server", ITOAuthServerMetadataView.as_view()),

@@ -7,7 +7,12 @@ when missing), so clients can be tested against fully discovery-driven flows.
 
 import json
 
-from django.http import JsonResponse
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from django.http import HttpResponseNotAllowed, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from jwcrypto.jwk import JWK
+from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import ConnectDiscoveryInfoView, OAuthServerMetadataView
 
 AUTH_METHODS = ["client_secret_post", "client_secret_basic"]
@@ -50,3 +55,21 @@ class ITConnectDiscoveryInfoView(ConnectDiscoveryInfoView):
 class ITOAuthServerMetadataView(OAuthServerMetadataView):
     def get(self, request, *args, **kwargs):
         return _augment(self, request, super().get(request, *args, **kwargs))
+
+
+@csrf_exempt
+def rotate_signing_key(request):
+    """Test-only key rotation: a fresh 2048-bit RSA key signs every ID token from now on, and the
+    JWKS lists only it (the old key is dropped, as after a compromise). In memory only: a restart
+    goes back to the key file. Answers {"kid": <new thumbprint>, "previous_kid": <old one>}."""
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    previous = JWK.from_pem(oauth2_settings.OIDC_RSA_PRIVATE_KEY.encode()).thumbprint()
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    # oauth2_settings caches attributes on first read; setting the attribute replaces the cached value.
+    oauth2_settings.OIDC_RSA_PRIVATE_KEY = pem
+    oauth2_settings.OIDC_RSA_PRIVATE_KEYS_INACTIVE = []
+    return JsonResponse({"kid": JWK.from_pem(pem.encode()).thumbprint(), "previous_kid": previous})

@@ -1,0 +1,81 @@
+import Foundation
+import OAuthFlow
+
+/// The arguments of `discover`.
+public struct DiscoverOptions: Sendable, Equatable {
+    /// The issuer identifier to discover, exactly as it will be configured.
+    public var issuer: String
+    /// `--id`: the catalog entry's id; nil derives one from the issuer's host.
+    public var id: String?
+    /// `--client-id`: the catalog entry's `clientID`; nil writes a placeholder.
+    public var clientID: String?
+    /// `--json`: one JSON object on stdout.
+    public var json: Bool
+
+    /// Creates discover options.
+    public init(issuer: String, id: String? = nil, clientID: String? = nil, json: Bool = false) {
+        self.issuer = issuer
+        self.id = id
+        self.clientID = clientID
+        self.json = json
+    }
+}
+
+extension Context {
+    /// `authflow discover ISSUER`: the metadata and a catalog entry built from it.
+    func discover(_ options: DiscoverOptions) async throws(CLIError) -> ExitCode {
+        let id = options.id ?? Self.entryID(forIssuer: options.issuer)
+        let clientID = options.clientID ?? "YOUR-CLIENT-ID"
+        let provider = Provider(id: id, issuer: options.issuer, clientID: clientID)
+        let metadata: ProviderMetadata
+        do throws(OAuthError) {
+            try provider.validate()
+            let flow = try await AuthFlow(providers: [provider], store: MemorySecretStore(), transport: transport,
+                                          options: flowOptions())
+            metadata = try await flow.metadata(for: provider)
+        } catch {
+            throw .oauth(error, provider: nil)
+        }
+        let entry = JSON.object([("id", .string(id)), ("issuer", .string(options.issuer)), ("clientID", .string(clientID))])
+        if options.json {
+            out.write("{\"issuer\":\(JSON.string(metadata.issuer).text),\"metadata\":\(JSONValue.object(metadata.document).jsonText),"
+                + "\"catalog_entry\":\(entry.text)}\n")
+            return .success
+        }
+        let endpoints: [(String, URL?)] = [
+            ("authorization", metadata.authorizationEndpoint), ("token", metadata.tokenEndpoint),
+            ("device authorization", metadata.deviceAuthorizationEndpoint), ("userinfo", metadata.userinfoEndpoint),
+            ("revocation", metadata.revocationEndpoint), ("introspection", metadata.introspectionEndpoint),
+            ("end session", metadata.endSessionEndpoint), ("jwks", metadata.jwksURI),
+        ]
+        var rows = endpoints.map { [$0.0, $0.1?.absoluteString ?? "-"] }
+        func list(_ values: [String]?) -> String { values.map { $0.map(Self.printable).joined(separator: " ") } ?? "-" }
+        rows += [
+            ["grant types", list(metadata.grantTypesSupported)],
+            ["scopes", list(metadata.scopesSupported)],
+            ["ID token algorithms", list(metadata.idTokenSigningAlgorithmsSupported)],
+            ["PKCE methods", list(metadata.codeChallengeMethodsSupported)],
+            ["iss in callbacks", metadata.authorizationResponseIssParameterSupported ? "required (RFC 9207)" : "not advertised"],
+        ]
+        out.write("Issuer \(Self.printable(metadata.issuer))\n")
+        out.write(Table.render(header: ["METADATA", "VALUE"], rows: rows, style: outStyle))
+        out.write("\nCatalog entry (add clientSecretEnv and redirectURI as your client needs):\n\(entry.line)")
+        return .success
+    }
+
+    /// The issuer's host as a catalog id: characters an id may not hold become `-`.
+    static func entryID(forIssuer issuer: String) -> String {
+        let host = URLComponents(string: issuer)?.host ?? "provider"
+        let port = URLComponents(string: issuer)?.port.map { "-\($0)" } ?? ""
+        let mapped = String((host + port).unicodeScalars.map { scalar -> Character in
+            scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || "._-".unicodeScalars.contains(scalar)) ? Character(scalar) : "-"
+        })
+        let trimmed = mapped.drop { $0 == "." }
+        return trimmed.isEmpty ? "provider" : String(trimmed.prefix(128))
+    }
+
+    /// A server's text made safe for a terminal: printable ASCII only, bounded.
+    static func printable(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.filter { (0x20...0x7E).contains($0.value) }.prefix(200)))
+    }
+}
