@@ -10,13 +10,13 @@ struct RefreshTests {
     let clock = TestClock()
     let store = MemorySecretStore()
 
-    func flow(_ providers: Provider...) async throws -> AuthFlow {
-        try await AuthFlow(providers: providers, store: store, transport: mock.transport(), options: options(clock))
+    func flow(_ providers: Provider..., retry: RetryPolicy = RetryPolicy()) async throws -> AuthFlow {
+        try await AuthFlow(providers: providers, store: store, transport: mock.transport(), options: options(clock, retry: retry))
     }
 
     /// A flow whose provider "app" holds at-1 / rt-1, expiring in an hour, with the clock past expiry.
-    func expiredFlow(_ provider: Provider? = nil, scope: String? = "read write") async throws -> AuthFlow {
-        let flow = try await flow(provider ?? mock.provider(id: "app", clientID: "cli-1", scopes: ["read", "write"]))
+    func expiredFlow(_ provider: Provider? = nil, scope: String? = "read write", retry: RetryPolicy = RetryPolicy()) async throws -> AuthFlow {
+        let flow = try await flow(provider ?? mock.provider(id: "app", clientID: "cli-1", scopes: ["read", "write"]), retry: retry)
         try await authorizeByDevice(flow, mock: mock, provider: "app", scope: scope)
         mock.clearRequests()
         clock.advance(by: .seconds(3600))
@@ -170,7 +170,8 @@ struct RefreshTests {
         MockResponse.oauthError("temporarily_unavailable", status: 503), .html(), .oauthError("invalid_client", status: 401),
     ])
     func otherFailuresKeepTokens(response: MockResponse) async throws {
-        let flow = try await expiredFlow()
+        // Retries off: this is about what a failed refresh leaves behind (RetryTests covers retries).
+        let flow = try await expiredFlow(retry: .none)
         mock.script(.token, [response, .token(access: "at-2")])
         await #expect(throws: OAuthError.self) { try await flow.accessToken(for: "app") }
         #expect(await flow.authorization(for: "app")?.needsReauthorization == false)

@@ -48,9 +48,11 @@ final class LogCollector: Sendable {
     var sink: @Sendable (LogRecord) -> Void { { [self] record in records.withLock { $0.append(record) } } }
 }
 
-/// Options on `clock` with a log sink and a `state` lifetime.
-func options(_ clock: TestClock, log: LogCollector? = nil, refreshMargin: TimeInterval = 60) -> AuthFlow.Options {
-    AuthFlow.Options(clock: clock, now: { clock.date }, refreshMargin: refreshMargin, log: log?.sink)
+/// Options on `clock` with a log sink, a refresh margin and a retry policy.
+func options(
+    _ clock: TestClock, log: LogCollector? = nil, refreshMargin: TimeInterval = 60, retry: RetryPolicy = RetryPolicy()
+) -> AuthFlow.Options {
+    AuthFlow.Options(clock: clock, now: { clock.date }, refreshMargin: refreshMargin, log: log?.sink, retry: retry)
 }
 
 /// The query of `url` as ordered, decoded pairs.

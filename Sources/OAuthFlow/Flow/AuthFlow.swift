@@ -31,13 +31,23 @@ public actor AuthFlow {
         public var restoresAtStart: Bool
         /// How far an ID token's `exp`, `iat`, `nbf` and `auth_time` may be off (OpenID Connect Core §3.1.3.7).
         public var clockSkew: TimeInterval
+        /// Renew each token in the background shortly before it is due, so callers never wait for a
+        /// refresh (off by default; see ``AuthFlow/accessToken(for:)``). Timers sleep on ``clock``.
+        public var proactiveRefresh: Bool
+        /// How token requests are retried after a transport error, a 5xx or a 429 (see ``RetryPolicy``).
+        public var retry: RetryPolicy
+        /// A uniform random number in `0..<1` that spreads retries and proactive refreshes (jitter);
+        /// inject a constant to make them deterministic in tests.
+        public var jitter: @Sendable () -> Double
 
         /// The defaults: continuous clock, `Date()`, 60 s margin, 10 minute `state` lifetime, 60 s clock skew.
         public init(
             clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() },
             refreshMargin: TimeInterval = 60, pendingAuthorizationLifetime: TimeInterval = 600,
             maximumPendingAuthorizations: Int = 10_000, userAgent: String = "OAuthFlow/0.1",
-            log: (@Sendable (LogRecord) -> Void)? = nil, restoresAtStart: Bool = true, clockSkew: TimeInterval = 60
+            log: (@Sendable (LogRecord) -> Void)? = nil, restoresAtStart: Bool = true, clockSkew: TimeInterval = 60,
+            proactiveRefresh: Bool = false, retry: RetryPolicy = RetryPolicy(),
+            jitter: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
         ) {
             self.clock = clock
             self.now = now
@@ -48,6 +58,9 @@ public actor AuthFlow {
             self.log = log
             self.restoresAtStart = restoresAtStart
             self.clockSkew = clockSkew
+            self.proactiveRefresh = proactiveRefresh
+            self.retry = retry
+            self.jitter = jitter
         }
     }
 
@@ -64,7 +77,9 @@ public actor AuthFlow {
     let jwksCache = DocumentCache<JWKSet>()
 
     /// Written only by the actor; read without a hop by the fresh-token fast path.
-    nonisolated let tokens = TokenCache()
+    nonisolated let tokens: TokenCache
+    /// The background renewals of ``Options/proactiveRefresh``; cancelled when the flow goes away.
+    nonisolated let proactiveTimers = ProactiveTimers()
     private var refreshes: [String: Task<Result<TokenSet, OAuthError>, Never>] = [:]
     private var pending: [AuthorizationRequest] = []
 
@@ -87,6 +102,7 @@ public actor AuthFlow {
             byID[provider.id] = provider
         }
         self.providers = byID
+        self.tokens = TokenCache(providers: byID.keys, refreshMargin: options.refreshMargin)
         self.store = store
         self.transport = transport
         self.options = options
@@ -149,7 +165,8 @@ public actor AuthFlow {
     public var authorizations: [String: Authorization] { tokens.all.mapValues(\.authorization) }
 
     func client(for provider: Provider) -> EndpointClient {
-        EndpointClient(provider: provider, transport: transport, userAgent: options.userAgent, log: logger)
+        EndpointClient(provider: provider, transport: transport, userAgent: options.userAgent, log: logger,
+                       retry: Retrier(policy: options.retry, clock: options.clock, now: options.now, jitter: options.jitter))
     }
 
     /// Reads every stored authorization again and publishes `.authorized` for each provider.
@@ -168,7 +185,7 @@ public actor AuthFlow {
         for key in keys where providers[key] != nil {
             do {
                 guard let set = try await loadStored(key) else { continue }
-                tokens[key] = set
+                cache(set)
                 restored[key] = set.authorization
                 publish(.authorized(provider: key, set.authorization))
             } catch {
@@ -186,7 +203,7 @@ public actor AuthFlow {
 
     func save(_ set: TokenSet) async throws(OAuthError) {
         try await store.save(StoredEntry.encode(set), for: set.providerID)
-        tokens[set.providerID] = set
+        cache(set)
     }
 
     // MARK: The pipeline: exchange → validate → store → publish
@@ -232,6 +249,7 @@ public actor AuthFlow {
     public func clear(provider: String) async throws(OAuthError) {
         pending.removeAll { $0.providerID == provider }
         refreshes[provider]?.cancel()
+        proactiveTimers.cancel(provider)
         try await store.delete(provider)
         tokens[provider] = nil
         publish(.empty)
@@ -278,6 +296,7 @@ public actor AuthFlow {
     public func clear() async throws(OAuthError) {
         pending.removeAll()
         for task in refreshes.values { task.cancel() }
+        proactiveTimers.cancelAll()
         for key in try await store.keys() where providers[key] != nil { try await store.delete(key) }
         tokens.removeAll()
         publish(.empty)
@@ -490,16 +509,17 @@ public actor AuthFlow {
     /// - Throws: ``OAuthError`` `.reauthorizationRequired` when nothing is stored or the refresh
     ///   token was rejected; `.transport` (retry later); `.storage`.
     public nonisolated func accessToken(for provider: String) async throws(OAuthError) -> Secret {
-        // The hot path: only the token leaves the lock, and no actor hop while it is fresh.
-        if let token = tokens.freshAccessToken(provider, isFresh: isFresh) { return token }
+        // The hot path: one clock read, then the provider's slot lock held for one copy; no actor
+        // hop, and no lock a refresh holds.
+        if let token = tokens.freshAccessToken(provider, at: options.now()) { return token }
         return try await renewShared(provider, force: false).accessToken
     }
 
     /// The full valid token set for `provider`, refreshed when needed (see ``accessToken(for:)``).
     /// - Throws: the same as ``accessToken(for:)``.
     public nonisolated func tokenSet(for provider: String) async throws(OAuthError) -> TokenSet {
-        // The fast path reads the cache under its lock, without a hop onto the actor.
-        if let set = tokens[provider], isFresh(set) { return set }
+        // The fast path reads the provider's slot, without a hop onto the actor.
+        if let set = tokens.slot(provider)?.freshSet(at: options.now().timeIntervalSince1970) { return set }
         return try await renewShared(provider, force: false)
     }
 
@@ -512,15 +532,12 @@ public actor AuthFlow {
         try await renewShared(provider, force: true).authorization
     }
 
-    private nonisolated func isFresh(_ set: TokenSet) -> Bool {
-        guard let expiresAt = set.expiresAt else { return true }
-        let lifetime = expiresAt.timeIntervalSince(set.issuedAt)
-        let margin = min(options.refreshMargin, max(lifetime / 2, 0))
-        return !set.isExpired(at: options.now(), margin: margin)
+    nonisolated func isFresh(_ set: TokenSet) -> Bool {
+        options.now().timeIntervalSince1970 < TokenCache.renewalTime(of: set, margin: options.refreshMargin)
     }
 
     /// One renewal per provider at a time; everyone waiting gets its result.
-    private func renewShared(_ provider: String, force: Bool) async throws(OAuthError) -> TokenSet {
+    func renewShared(_ provider: String, force: Bool) async throws(OAuthError) -> TokenSet {
         if let running = refreshes[provider] { return try await running.value.get() }
         let previous = tokens[provider]
         let task = Task { await self.renewLocked(provider, force: force, previous: previous) }
@@ -548,7 +565,7 @@ public actor AuthFlow {
         let stored: TokenSet?
         do { stored = try await loadStored(provider.id) } catch { throw fail(provider.id, error) }
         if let stored, !force || renewedElsewhere(stored, since: previous), isFresh(stored), !stored.needsReauthorization {
-            tokens[provider.id] = stored
+            cache(stored)
             logger.info(provider.id, "using the token another process stored")
             return stored
         }

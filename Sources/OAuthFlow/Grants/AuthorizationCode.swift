@@ -102,6 +102,8 @@ enum AuthorizationCodeGrant {
             ("redirect_uri", request.redirectURI.absoluteString),
         ]
         if let verifier = request.codeVerifier { fields.append(("code_verifier", verifier.reveal())) }
-        return try await client.requestToken(fields, url: tokenURL)
+        // A code is single use (RFC 6749 §4.1.2): once any answer arrived it is spent, so only a
+        // request that got no response is sent again.
+        return try await client.requestToken(fields, url: tokenURL, retrying: .beforeResponse)
     }
 }

@@ -14,6 +14,6 @@ enum ClientCredentialsGrant {
         try checkAllowed(for: client.provider)
         var fields: [(String, String)] = [("grant_type", GrantType.clientCredentials.rawValue)]
         if !scopes.isEmpty { fields.append(("scope", scopes.joined(separator: " "))) }
-        return try await client.requestToken(fields, url: tokenURL)
+        return try await client.requestToken(fields, url: tokenURL, retrying: .transient)
     }
 }

@@ -10,7 +10,7 @@ enum RefreshTokenGrant {
     static func request(refreshToken: Secret, client: EndpointClient, tokenURL: URL) async throws(OAuthError) -> TokenResponse {
         let fields: [(String, String)] = [("grant_type", GrantType.refreshToken.rawValue), ("refresh_token", refreshToken.reveal())]
         do {
-            return try await client.requestToken(fields, url: tokenURL)
+            return try await client.requestToken(fields, url: tokenURL, retrying: .transient)
         } catch where error.response?.code == .invalidGrant {
             var error = error
             error.code = .reauthorizationRequired

@@ -38,6 +38,8 @@ struct EndpointClient: Sendable {
     let transport: any HTTPTransport
     let userAgent: String
     let log: Logger
+    /// Retries for the requests sent with a ``RetryScope`` (token requests; see Retry.swift).
+    var retry: Retrier = .none
 
     /// The largest body accepted: the transport's own setting.
     var maximumBodySize: Int { transport.maximumBodySize }
@@ -97,8 +99,12 @@ struct EndpointClient: Sendable {
     /// Sends `request` and returns the object of a 2xx body; maps every failure to ``OAuthError``.
     ///
     /// A §5.2 body (JSON or form) is an error whatever the status (GitHub sends them with 200).
-    func send(_ request: HTTPRequest, endpoint: OAuthError.Endpoint) async throws(OAuthError) -> JSONObject {
-        let response = try await exchange(request, endpoint: endpoint)
+    func send(
+        _ request: HTTPRequest, endpoint: OAuthError.Endpoint, retrying scope: RetryScope = .never
+    ) async throws(OAuthError) -> JSONObject {
+        let response = try await retry.run(scope, provider: provider, log: log) { () async throws(OAuthError) in
+            try await exchange(request, endpoint: endpoint)
+        }
         let object = try Self.parseBody(response, endpoint: endpoint, provider: provider.id)
         if let object, let errorResponse = Self.errorResponse(in: object) {
             throw Self.error(for: errorResponse, provider: provider.id, endpoint: endpoint, status: response.status)
@@ -213,9 +219,12 @@ struct EndpointClient: Sendable {
     }
 
     /// Posts to the token endpoint `url` (resolved by ``AuthFlow/requiredEndpoint(_:of:)``) and
-    /// decodes a §5.1 token response.
-    func requestToken(_ fields: [(String, String)], url: URL) async throws(OAuthError) -> TokenResponse {
-        let object = try await send(formRequest(url: url, fields: fields), endpoint: .token)
+    /// decodes a §5.1 token response; `scope` says what the request may be retried on (each grant
+    /// decides, see Documentation/Grants.md).
+    func requestToken(
+        _ fields: [(String, String)], url: URL, retrying scope: RetryScope = .never
+    ) async throws(OAuthError) -> TokenResponse {
+        let object = try await send(formRequest(url: url, fields: fields), endpoint: .token, retrying: scope)
         return try TokenResponse(object)
     }
 }

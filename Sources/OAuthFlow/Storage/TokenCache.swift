@@ -1,23 +1,95 @@
+import Foundation
 import Synchronization
 
-/// The flow's token sets by provider, behind a lock so reads need no actor hop.
+/// The flow's token sets, one slot per configured provider, so that a cached token is answered
+/// without an actor hop and without any lock a refresh holds.
+///
+/// The providers are fixed when the flow is made, so the slot table never changes and is read
+/// without a lock; each slot has its own `Mutex`, held only to copy a value in or out (nothing
+/// else, never a clock read or a callback). A refresh runs on the actor and under the store's lock
+/// and takes a slot's lock only to put the new set in.
 final class TokenCache: Sendable {
-    private let entries = Mutex<[String: TokenSet]>([:])
-
-    subscript(provider: String) -> TokenSet? {
-        get { entries.withLock { $0[provider] } }
-        set { entries.withLock { $0[provider] = newValue } }
+    /// What the hot path needs, worked out once when a set is cached.
+    struct Entry: Sendable {
+        var set: TokenSet
+        /// `set.accessToken`, kept apart so the hot path copies only it.
+        var token: Secret
+        /// Seconds since 1970 from which the set needs renewing (expiry minus the margin);
+        /// `.infinity` when it never expires.
+        var renewAt: Double
     }
 
-    var all: [String: TokenSet] { entries.withLock { $0 } }
+    /// One provider's cached set. A ``TokenSource`` keeps its slot, so its lookups skip the table.
+    final class Slot: Sendable {
+        private let entry = Mutex<Entry?>(nil)
 
-    /// The access token of `provider` when its set passes `isFresh`, read under the lock.
-    func freshAccessToken(_ provider: String, isFresh: (TokenSet) -> Bool) -> Secret? {
-        entries.withLock { entries in
-            guard let set = entries[provider], isFresh(set) else { return nil }
-            return set.accessToken
+        /// The access token while `now` (seconds since 1970) is before the renewal time.
+        @inline(__always)
+        func freshToken(at now: Double) -> Secret? {
+            entry.withLock { entry in
+                guard let entry, now < entry.renewAt else { return nil }
+                return entry.token
+            }
         }
+
+        /// The whole set while `now` is before the renewal time.
+        func freshSet(at now: Double) -> TokenSet? {
+            entry.withLock { entry in
+                guard let entry, now < entry.renewAt else { return nil }
+                return entry.set
+            }
+        }
+
+        var set: TokenSet? { entry.withLock { $0?.set } }
+
+        func store(_ new: Entry?) { entry.withLock { $0 = new } }
     }
 
-    func removeAll() { entries.withLock { $0.removeAll() } }
+    private let slots: [String: Slot]
+    /// ``AuthFlow/Options/refreshMargin``.
+    let refreshMargin: TimeInterval
+
+    init(providers: some Sequence<String>, refreshMargin: TimeInterval) {
+        var slots: [String: Slot] = [:]
+        for id in providers { slots[id] = Slot() }
+        self.slots = slots
+        self.refreshMargin = refreshMargin
+    }
+
+    /// The slot of a configured provider.
+    func slot(_ provider: String) -> Slot? { slots[provider] }
+
+    /// The set held for `provider` (fresh or not). Setting a set for a provider that is not
+    /// configured does nothing.
+    subscript(provider: String) -> TokenSet? {
+        get { slots[provider]?.set }
+        set { slots[provider]?.store(newValue.map(entry)) }
+    }
+
+    var all: [String: TokenSet] { slots.compactMapValues(\.set) }
+
+    /// The access token of `provider` when fresh at `now`.
+    @inline(__always)
+    func freshAccessToken(_ provider: String, at now: Date) -> Secret? {
+        slots[provider]?.freshToken(at: now.timeIntervalSince1970)
+    }
+
+    func removeAll() { for slot in slots.values { slot.store(nil) } }
+
+    func entry(_ set: TokenSet) -> Entry {
+        Entry(set: set, token: set.accessToken, renewAt: Self.renewalTime(of: set, margin: refreshMargin))
+    }
+
+    /// Seconds since 1970 from which `set` needs renewing: expiry minus `margin`, the margin capped
+    /// at half the token's lifetime; `.infinity` without an expiry.
+    static func renewalTime(of set: TokenSet, margin: TimeInterval) -> Double {
+        guard let expiresAt = set.expiresAt else { return .infinity }
+        return expiresAt.timeIntervalSince1970 - effectiveMargin(of: set, margin: margin)
+    }
+
+    /// `margin`, capped at half the token's lifetime (a 60 s margin on a 90 s token would leave 30 s).
+    static func effectiveMargin(of set: TokenSet, margin: TimeInterval) -> TimeInterval {
+        guard let expiresAt = set.expiresAt else { return 0 }
+        return min(margin, max(expiresAt.timeIntervalSince(set.issuedAt) / 2, 0))
+    }
 }

@@ -1,0 +1,111 @@
+import Foundation
+
+/// A valid access token for one provider, whenever a service asks: what an HTTP client plugs in.
+///
+/// Get one from ``AuthFlow/tokenSource(for:)`` and keep it (it is a small `Sendable` value; copies
+/// share everything). ``token()`` answers from memory while the token is fresh and otherwise joins
+/// the flow's single refresh, exactly as ``AuthFlow/accessToken(for:)`` does. Wrap your transport
+/// in ``AuthorizingTransport`` to have every request authorized, or call
+/// `URLRequest.authorize(with:)` from `OAuthFlowURLSession`.
+///
+/// ```swift
+/// let billing = flow.tokenSource(for: "billing-api")
+/// let api = AuthorizingTransport(base: transport, source: billing)  // any HTTPTransport
+/// let answer = try await api.send(HTTPRequest(method: "GET", url: invoices))
+/// ```
+///
+/// The source keeps its flow alive. See [RFC 6750 §2.1](https://www.rfc-editor.org/rfc/rfc6750#section-2.1).
+public struct TokenSource: Sendable {
+    /// The provider the tokens come from.
+    public let providerID: String
+    /// The flow that stores and renews them.
+    public let flow: AuthFlow
+    /// The provider's cache slot (nil for a provider that is not configured: every call then
+    /// goes to the flow, which says so).
+    private let slot: TokenCache.Slot?
+    private let now: @Sendable () -> Date
+
+    init(flow: AuthFlow, providerID: String) {
+        self.flow = flow
+        self.providerID = providerID
+        self.slot = flow.tokens.slot(providerID)
+        self.now = flow.options.now
+    }
+
+    /// A valid access token: from memory while fresh, else refreshed once for all callers.
+    ///
+    /// Put it in an `Authorization: Bearer` header (RFC 6750 §2.1), or let ``AuthorizingTransport`` do it.
+    /// - Throws: ``OAuthError`` as ``AuthFlow/accessToken(for:)``: `.reauthorizationRequired`,
+    ///   `.transport` (retry later), `.storage`, `.configuration` for a provider that is not configured.
+    public func token() async throws(OAuthError) -> Secret {
+        // One clock read; the slot's lock is held for one copy; no table lookup, no actor hop.
+        if let token = slot?.freshToken(at: now().timeIntervalSince1970) { return token }
+        return try await flow.renewShared(providerID, force: false).accessToken
+    }
+
+    /// The whole valid token set (token type, scopes, expiry), refreshed when needed.
+    /// - Throws: the same as ``token()``.
+    public func tokenSet() async throws(OAuthError) -> TokenSet {
+        if let set = slot?.freshSet(at: now().timeIntervalSince1970) { return set }
+        return try await flow.renewShared(providerID, force: false)
+    }
+
+    /// Renews the tokens because a resource server refused `rejected` (RFC 6750 §3.1
+    /// `invalid_token`) — unless the flow already holds a fresh token other than `rejected`, which
+    /// it then returns: concurrent refusals of one token make a single refresh.
+    /// - Throws: ``OAuthError`` as ``AuthFlow/refresh(provider:)``.
+    public func renew(rejecting rejected: Secret) async throws(OAuthError) -> TokenSet {
+        try await flow.renew(providerID, rejecting: rejected)
+    }
+
+    /// `Bearer <token>` for a set whose `token_type` is `Bearer` in any case (RFC 6750 §2.1;
+    /// RFC 6749 §5.1 makes the type case-insensitive, so `bearer` is sent as `Bearer`).
+    /// - Throws: ``OAuthError`` `.invalidResponse` for another token type (one that needs more
+    ///   than a header, such as DPoP) or a token that cannot go in a header (a control character,
+    ///   a space, anything outside visible ASCII).
+    static func authorizationValue(for set: TokenSet) throws(OAuthError) -> String {
+        guard set.isBearer else {
+            throw OAuthError(.invalidResponse, providerID: set.providerID, endpoint: .token,
+                             message: "token_type \"\(set.tokenType.prefix(32))\" is not Bearer; only bearer tokens can be sent in a header")
+        }
+        let token = set.accessToken.reveal()
+        guard !token.isEmpty, token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw OAuthError(.invalidResponse, providerID: set.providerID, endpoint: .token,
+                             message: "the access token holds characters an HTTP header cannot carry")
+        }
+        return "Bearer " + token
+    }
+
+    /// The `Authorization` header value for a valid token: `Bearer <token>`.
+    ///
+    /// For HTTP clients other than an ``HTTPTransport``; never log it.
+    /// - Throws: what ``tokenSet()`` throws; `.invalidResponse` for a token type other than Bearer
+    ///   or a token an HTTP header cannot carry.
+    public func authorizationHeaderValue() async throws(OAuthError) -> String {
+        try Self.authorizationValue(for: try await tokenSet())
+    }
+}
+
+extension TokenSource: CustomStringConvertible, CustomReflectable {
+    /// `TokenSource(<provider>)`: no token.
+    public var description: String { "TokenSource(\(providerID))" }
+    /// Only the provider id.
+    public var customMirror: Mirror { Mirror(self, children: ["providerID": providerID], displayStyle: .struct) }
+}
+
+extension AuthFlow {
+    /// A token source bound to `provider`, for the HTTP clients of a service.
+    ///
+    /// Cheap to make and to copy; make one per provider and share it. Every ``TokenSource/token()``
+    /// is ``accessToken(for:)`` without the provider lookup. A provider that is not configured
+    /// is reported by the first call (`.configuration`).
+    public nonisolated func tokenSource(for provider: String) -> TokenSource {
+        TokenSource(flow: self, providerID: provider)
+    }
+
+    /// Renews `provider` unless the cache already holds a fresh token other than `rejected`.
+    func renew(_ provider: String, rejecting rejected: Secret) async throws(OAuthError) -> TokenSet {
+        if let set = tokens[provider], !set.accessToken.constantTimeEquals(rejected), isFresh(set) { return set }
+        return try await renewShared(provider, force: true)
+    }
+}
