@@ -107,7 +107,7 @@ public enum Authflow {
     /// Prints a usage error and returns 64.
     static func report(_ error: UsageError, output: Output, environment: [String: String]) -> ExitCode {
         let style = Style(terminal: output.stderrIsTerminal, environment: environment)
-        output.stderr.write("\(style.red("authflow: error:")) \(error.message)\nusage: \(usageLine(error.command ?? ""))\n"
+        output.stderr.write("\(style.red("authflow: error:")) \(escaped(error.message))\nusage: \(usageLine(error.command ?? ""))\n"
             + "Run 'authflow help\(error.command.map { " \($0)" } ?? "")' for more.\n")
         return .usage
     }
@@ -266,7 +266,7 @@ struct Context: Sendable {
         case .usage(let usage):
             return Authflow.report(usage, output: output, environment: environment)
         case .data(let message):
-            err.write("\(style.red("authflow: error:")) \(message)\n")
+            err.write("\(style.red("authflow: error:")) \(escaped(message))\n")
             return .dataError
         case .oauth(let error, let provider):
             let status = ExitCode(error)
@@ -280,7 +280,8 @@ struct Context: Sendable {
         }
     }
 
-    /// A sentence for people: the code, then the server's error or the library's message. Never a secret.
+    /// A sentence for people: the code, then the server's error or the library's message, with
+    /// control characters escaped. Never a secret.
     static func explain(_ error: OAuthError) -> String {
         var text = ""
         if let provider = error.providerID, !(error.message ?? "").contains("\"\(provider)\"") { text += "\(provider): " }
@@ -294,7 +295,7 @@ struct Context: Sendable {
             text += "\(error.code)"
         }
         if let status = error.httpStatus, error.response == nil { text += " [HTTP \(status)]" }
-        return text + " [\(error.code)]"
+        return escaped(text) + " [\(error.code)]"
     }
 
     private func hint(for error: OAuthError, provider: String?) -> String? {

@@ -10,7 +10,8 @@ import Foundation
 ///
 /// Members are sorted; absent optionals are left out; times are seconds since 1970. Reading
 /// range-checks every number, so a file holding `"expiresAt": 1e300` is a typed `.storage` error,
-/// never a trap.
+/// never a trap, and checks every token's syntax (``TokenSyntax``), so an entry whose access token
+/// holds CR LF, or whose type is not Bearer, is a `.storage` error too.
 enum StoredEntry {
     static let version = 1
 
@@ -78,10 +79,18 @@ enum StoredEntry {
             throw fields.fail("grant is missing or unknown")
         }
         guard let issuedAt = try fields.date("issuedAt") else { throw fields.fail("issuedAt is missing") }
+        let accessToken = try fields.requiredString("accessToken")
+        let tokenType = try fields.requiredString("tokenType")
+        let refreshToken = try fields.string("refreshToken")
+        let idToken = try fields.string("idToken")
+        // Entries written before tokens were checked are checked on the way out: one holding CR LF
+        // is refused here, never printed by `authflow token` or put in a header.
+        try TokenSyntax.check(accessToken: accessToken, tokenType: tokenType, refreshToken: refreshToken, idToken: idToken,
+                              names: ("accessToken", "tokenType", "refreshToken", "idToken"), fail: fields.fail)
         return TokenSet(
-            providerID: providerID, accessToken: Secret(try fields.requiredString("accessToken")),
-            tokenType: try fields.requiredString("tokenType"), refreshToken: try fields.string("refreshToken").map(Secret.init),
-            idToken: try fields.string("idToken").map(Secret.init), scopes: try fields.strings("scopes") ?? [],
+            providerID: providerID, accessToken: Secret(accessToken),
+            tokenType: tokenType, refreshToken: refreshToken.map(Secret.init),
+            idToken: idToken.map(Secret.init), scopes: try fields.strings("scopes") ?? [],
             issuedAt: issuedAt, expiresAt: try fields.date("expiresAt"), grant: grant,
             needsReauthorization: try fields.bool("needsReauthorization") ?? false)
     }
