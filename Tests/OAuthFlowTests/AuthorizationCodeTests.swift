@@ -114,7 +114,9 @@ struct AuthorizationCodeTests {
         }
         #expect(error?.code == .configuration)
         #expect(error?.message?.contains(name) == true)
-        #expect(flow.state == .empty, "nothing started")
+        // Nothing started, and the failure is published like every other (issue: every failing call publishes .error).
+        #expect(flow.state == .error(provider: "web", try #require(error)))
+        #expect(await flow.authorization(for: "web") == nil)
     }
 
     @Test("provider authorizationParameters may not override what the flow sets", arguments: reserved)
@@ -133,7 +135,7 @@ struct AuthorizationCodeTests {
             try await flow.authorizationRequest(provider: "public", usePKCE: false)
         }
         #expect(error?.code == .configuration)
-        #expect(flow.state == .empty)
+        #expect(flow.state == .error(provider: "public", try #require(error)))
 
         mock.script(.token, [.token(access: "at-web")])
         let request = try await flow.authorizationRequest(provider: "web", usePKCE: false)

@@ -76,6 +76,24 @@ struct CallbackTests {
         for seen in await collected(recorders) { #expect(seen == expectedStates) }
     }
 
+    @Test("a callback whose state matches nothing, or that has none, publishes .error for the waiting login")
+    func unknownStatePublishes() async throws {
+        let flow = try await flow(mock.provider(id: "web"))
+        _ = try await flow.authorizationRequest(provider: "web")
+        let recorders = recordStates(flow, count: 1)
+        let error = try #require(await #expect(throws: OAuthError.self) {
+            try await flow.completeAuthorization(callbackURL: callback(query: "code=c&state=nobody-sent-this"))
+        })
+        #expect(error.code == .stateMismatch)
+        let seen = await collected(recorders)
+        #expect(seen == [[.authorizing(provider: "web", grant: .authorizationCode), .error(provider: "web", error)]])
+        let none = try #require(await #expect(throws: OAuthError.self) {
+            try await flow.completeAuthorization(callbackURL: callback(query: "code=c"))
+        })
+        #expect(flow.state == .error(provider: "web", none))
+        #expect(mock.requests(.token).isEmpty)
+    }
+
     @Test("a callback without state is refused without a token request (RFC 6749 §10.12)")
     func missingState() async throws {
         let flow = try await flow(mock.provider(id: "web"))

@@ -145,6 +145,27 @@ struct RefreshTests {
         #expect(mock.requests(.token).count == 1)
     }
 
+    @Test("a 400 or 401 without an OAuth error body marks the login for reauthorization too, and is not retried", arguments: [
+        MockResponse(status: 400, headers: ["Content-Type": "text/plain"], body: Data("bad request".utf8)),
+        MockResponse(status: 401, headers: [:], body: Data()),
+        MockResponse.html("<html><body>Unauthorized</body></html>", status: 401),
+    ])
+    func deadRefreshWithoutBody(response: MockResponse) async throws {
+        let flow = try await expiredFlow()
+        mock.script(.token, [response])
+        let recorders = recordStates(flow)
+        let before = flow.state
+        let error = try #require(await #expect(throws: OAuthError.self) { try await flow.accessToken(for: "app") })
+        #expect(error.code == .reauthorizationRequired)
+        #expect(error.recovery == .reauthorize)
+        #expect(error.httpStatus == response.status)
+        #expect(await flow.authorization(for: "app")?.needsReauthorization == true)
+        let expected: [State] = [before, .requestingAccessToken(provider: "app"), .error(provider: "app", error)]
+        for seen in await collected(recorders) { #expect(seen == expected) }
+        await #expect(throws: OAuthError.self) { try await flow.accessToken(for: "app") }
+        #expect(mock.requests(.token).count == 1, "the dead refresh token is not posted again")
+    }
+
     @Test("a failure other than invalid_grant keeps the tokens for a retry (RFC 6749 §5.2)", arguments: [
         MockResponse.oauthError("temporarily_unavailable", status: 503), .html(), .oauthError("invalid_client", status: 401),
     ])

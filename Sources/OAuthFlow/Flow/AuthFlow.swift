@@ -50,14 +50,14 @@ public actor AuthFlow {
 
     /// The providers, by id.
     public nonisolated let providers: [String: Provider]
-    private let store: any SecretStore
-    private let transport: any HTTPTransport
-    private nonisolated let options: Options
-    private let logger: Logger
+    let store: any SecretStore
+    let transport: any HTTPTransport
+    nonisolated let options: Options
+    let logger: Logger
     private nonisolated let broadcaster = StateBroadcaster()
 
     /// Written only by the actor; read without a hop by the fresh-token fast path.
-    private nonisolated let tokens = TokenCache()
+    nonisolated let tokens = TokenCache()
     private var refreshes: [String: Task<Result<TokenSet, OAuthError>, Never>] = [:]
     private var pending: [AuthorizationRequest] = []
 
@@ -107,7 +107,7 @@ public actor AuthFlow {
     /// The latest state published.
     public nonisolated var state: State { broadcaster.current }
 
-    private func publish(_ state: State) {
+    func publish(_ state: State) {
         if case .error(let provider, let error) = state {
             logger.warning(provider, "\(error.code): \(error.response?.code.rawValue ?? error.message ?? "")")
         }
@@ -115,9 +115,9 @@ public actor AuthFlow {
     }
 
     /// Publishes `.error` for a failure and rethrows it.
-    private func fail(_ provider: String, _ error: OAuthError) -> OAuthError {
+    func fail(_ provider: String, _ error: OAuthError) -> OAuthError {
         var error = error
-        if error.providerID == nil { error.providerID = provider }
+        if error.providerID == nil, !provider.isEmpty { error.providerID = provider }
         publish(.error(provider: provider, error))
         return error
     }
@@ -141,7 +141,7 @@ public actor AuthFlow {
     /// Every stored authorization, by provider id.
     public var authorizations: [String: Authorization] { tokens.all.mapValues(\.authorization) }
 
-    private func client(for provider: Provider) -> EndpointClient {
+    func client(for provider: Provider) -> EndpointClient {
         EndpointClient(provider: provider, transport: transport, userAgent: options.userAgent, log: logger)
     }
 
@@ -172,25 +172,44 @@ public actor AuthFlow {
         return restored
     }
 
-    private func loadStored(_ key: String) async throws(OAuthError) -> TokenSet? {
+    func loadStored(_ key: String) async throws(OAuthError) -> TokenSet? {
         guard let data = try await store.load(key) else { return nil }
         return try StoredEntry.decode(data, key: key)
     }
 
-    private func save(_ set: TokenSet) async throws(OAuthError) {
+    func save(_ set: TokenSet) async throws(OAuthError) {
         try await store.save(StoredEntry.encode(set), for: set.providerID)
         tokens[set.providerID] = set
     }
 
-    /// Stores a fresh token set and publishes `.authorized`.
-    private func authorize(_ set: TokenSet) async throws(OAuthError) -> Authorization {
+    // MARK: The pipeline: exchange → validate → store → publish
+
+    /// Everything after a grant's exchange, the same for every grant: the validation step turns the
+    /// token response into the set to keep (nothing is stored when it throws), then the set is
+    /// stored and `.authorized` published. A failure publishes `.error` and is rethrown.
+    private func finish(_ result: GrantResult, for provider: Provider) async throws(OAuthError) -> TokenSet {
         do {
+            let set = try await validate(result, for: provider)
             try await save(set)
+            publish(.authorized(provider: provider.id, set.authorization))
+            return set
         } catch {
-            throw fail(set.providerID, error)
+            throw fail(provider.id, error)
         }
-        publish(.authorized(provider: set.providerID, set.authorization))
-        return set.authorization
+    }
+
+    /// The validation step between exchange and storing.
+    private func validate(_ result: GrantResult, for provider: Provider) async throws(OAuthError) -> TokenSet {
+        let now = options.now()
+        if let previous = result.previous { return RefreshTokenGrant.merge(result.response, into: previous, now: now) }
+        return TokenSet(result.response, providerID: provider.id, requestedScopes: result.requestedScopes, grant: result.grant, now: now)
+    }
+
+    /// Runs a grant's exchange, publishing `.error` when it fails.
+    private func exchange(
+        _ provider: Provider, _ body: () async throws(OAuthError) -> TokenResponse
+    ) async throws(OAuthError) -> TokenResponse {
+        do { return try await body() } catch { throw fail(provider.id, error) }
     }
 
     /// Removes the stored tokens of `provider` and publishes `.empty`.
@@ -252,11 +271,17 @@ public actor AuthFlow {
     public func authorizationRequest(
         provider id: String, scopes: [String]? = nil, parameters: [String: String] = [:], usePKCE: Bool = true
     ) async throws(OAuthError) -> AuthorizationRequest {
-        let provider = try provider(id)
         let now = options.now()
-        let request = try AuthorizationCodeGrant.makeRequest(
-            provider: provider, scopes: scopes ?? provider.scopes, parameters: parameters, usePKCE: usePKCE, now: now,
-            lifetime: options.pendingAuthorizationLifetime)
+        let provider: Provider
+        let request: AuthorizationRequest
+        do {
+            provider = try self.provider(id)
+            request = try AuthorizationCodeGrant.makeRequest(
+                provider: provider, scopes: scopes ?? provider.scopes, parameters: parameters, usePKCE: usePKCE, now: now,
+                lifetime: options.pendingAuthorizationLifetime)
+        } catch {
+            throw fail(id, error)
+        }
         pending.removeAll { $0.expiresAt <= now }
         if pending.count >= options.maximumPendingAuthorizations { pending.removeFirst(pending.count - options.maximumPendingAuthorizations + 1) }
         pending.append(request)
@@ -275,15 +300,19 @@ public actor AuthFlow {
     ///   `.serverRejected` (RFC 6749 §5.2, such as `invalid_grant` for an expired code), `.transport`, `.storage`.
     @discardableResult
     public func completeAuthorization(callbackURL: URL) async throws(OAuthError) -> Authorization {
-        let response = try AuthorizationResponse(callbackURL: callbackURL)
+        // Until the state names a request, failures go to the login most likely waiting for this callback.
+        let waiting = pending.last?.providerID ?? state.providerID ?? ""
+        let response: AuthorizationResponse
+        do { response = try AuthorizationResponse(callbackURL: callbackURL) } catch { throw fail(waiting, error) }
         guard let state = response.state else {
-            throw OAuthError(.stateMismatch, endpoint: .authorization, message: "the callback carries no state")
+            throw fail(waiting, OAuthError(.stateMismatch, endpoint: .authorization, message: "the callback carries no state"))
         }
         let now = options.now()
         // Single use: the matching request leaves the pending list whatever happens next.
         guard let index = pending.firstIndex(where: { $0.state.constantTimeEquals(state) }) else {
-            throw OAuthError(.stateMismatch, endpoint: .authorization,
-                             message: "the callback's state matches no pending authorization request (reused, expired, or forged)")
+            throw fail(waiting, OAuthError(
+                .stateMismatch, endpoint: .authorization,
+                message: "the callback's state matches no pending authorization request (reused, expired, or forged)"))
         }
         let request = pending.remove(at: index)
         guard request.expiresAt > now else {
@@ -299,7 +328,8 @@ public actor AuthFlow {
     /// - Throws: the same as ``completeAuthorization(callbackURL:)``.
     @discardableResult
     public func completeAuthorization(callbackURL: URL, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
-        let response = try AuthorizationResponse(callbackURL: callbackURL)
+        let response: AuthorizationResponse
+        do { response = try AuthorizationResponse(callbackURL: callbackURL) } catch { throw fail(request.providerID, error) }
         guard let state = response.state, state.constantTimeEquals(request.state) else {
             throw fail(request.providerID, OAuthError(.stateMismatch, endpoint: .authorization,
                                                       message: "the callback's state does not match the request"))
@@ -328,14 +358,13 @@ public actor AuthFlow {
             throw fail(provider.id, OAuthError(.invalidCallback, endpoint: .authorization, message: "the callback carries neither code nor error"))
         }
         publish(.requestingAccessToken(provider: provider.id))
-        let token: TokenResponse
-        do {
-            token = try await AuthorizationCodeGrant.exchange(code: code, request: request, client: client(for: provider))
-        } catch {
-            throw fail(provider.id, error)
+        let client = client(for: provider)
+        let response = try await exchange(provider) { () async throws(OAuthError) in
+            try await AuthorizationCodeGrant.exchange(code: code, request: request, client: client)
         }
-        return try await authorize(TokenSet(token, providerID: provider.id, requestedScopes: request.scopes,
-                                            grant: .authorizationCode, now: options.now()))
+        let result = GrantResult(response: response, grant: .authorizationCode, requestedScopes: request.scopes,
+                                 nonce: request.nonce, code: code)
+        return try await finish(result, for: provider).authorization
     }
 
     // MARK: Device authorization
@@ -370,16 +399,14 @@ public actor AuthFlow {
     public func pollDeviceAuthorization(_ code: DeviceCode) async throws(OAuthError) -> Authorization {
         let provider: Provider
         do { provider = try self.provider(code.providerID) } catch { throw fail(code.providerID, error) }
-        let token: TokenResponse
-        do {
-            token = try await DeviceAuthorizationGrant.poll(
-                code, client: client(for: provider), clock: options.clock, now: options.now,
+        let client = client(for: provider)
+        let response = try await exchange(provider) { () async throws(OAuthError) in
+            try await DeviceAuthorizationGrant.poll(
+                code, client: client, clock: options.clock, now: options.now,
                 onSlowDown: { [weak self] raised in await self?.publishSlowDown(raised) })
-        } catch {
-            throw fail(provider.id, error)
         }
-        return try await authorize(TokenSet(token, providerID: provider.id, requestedScopes: code.scopes,
-                                            grant: .deviceCode, now: options.now()))
+        return try await finish(GrantResult(response: response, grant: .deviceCode, requestedScopes: code.scopes), for: provider)
+            .authorization
     }
 
     private func publishSlowDown(_ code: DeviceCode) {
@@ -407,19 +434,18 @@ public actor AuthFlow {
     public func clientCredentials(provider id: String, scopes: [String]? = nil) async throws(OAuthError) -> Authorization {
         let provider: Provider
         do { provider = try self.provider(id) } catch { throw fail(id, error) }
-        let set = try await fetchClientCredentials(provider, scopes: scopes ?? provider.scopes)
-        return try await authorize(set)
+        return try await runClientCredentials(provider, scopes: scopes ?? provider.scopes).authorization
     }
 
-    private func fetchClientCredentials(_ provider: Provider, scopes: [String]) async throws(OAuthError) -> TokenSet {
+    /// Client credentials through the whole pipeline (also what renewal runs for such a login).
+    private func runClientCredentials(_ provider: Provider, scopes: [String]) async throws(OAuthError) -> TokenSet {
         do { try ClientCredentialsGrant.checkAllowed(for: provider) } catch { throw fail(provider.id, error) }
         publish(.requestingAccessToken(provider: provider.id))
-        do {
-            let token = try await ClientCredentialsGrant.request(scopes: scopes, client: client(for: provider))
-            return TokenSet(token, providerID: provider.id, requestedScopes: scopes, grant: .clientCredentials, now: options.now())
-        } catch {
-            throw fail(provider.id, error)
+        let client = client(for: provider)
+        let response = try await exchange(provider) { () async throws(OAuthError) in
+            try await ClientCredentialsGrant.request(scopes: scopes, client: client)
         }
+        return try await finish(GrantResult(response: response, grant: .clientCredentials, requestedScopes: scopes), for: provider)
     }
 
     // MARK: Tokens and refresh
@@ -500,12 +526,12 @@ public actor AuthFlow {
             tokens[provider.id] = nil
             if provider.isConfidential, provider.authorizationURL == nil, provider.deviceAuthorizationURL == nil {
                 // A service-only provider: client credentials need no user, so fetch on demand.
-                return try await storeAndPublish(fetchClientCredentials(provider, scopes: previous?.scopes ?? provider.scopes))
+                return try await runClientCredentials(provider, scopes: previous?.scopes ?? provider.scopes)
             }
             throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "nothing is stored for \"\(provider.id)\"; authorize first"))
         }
         if current.grant == .clientCredentials {
-            return try await storeAndPublish(fetchClientCredentials(provider, scopes: current.scopes))
+            return try await runClientCredentials(provider, scopes: current.scopes)
         }
         guard !current.needsReauthorization else {
             throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "the refresh token was rejected earlier; authorize again"))
@@ -514,11 +540,11 @@ public actor AuthFlow {
             throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "the token expired and no refresh token is held"))
         }
         publish(.requestingAccessToken(provider: provider.id))
+        let response: TokenResponse
         do {
-            let response = try await RefreshTokenGrant.request(refreshToken: refreshToken, client: client(for: provider))
-            logger.info(provider.id, "refreshed; refresh token \(response.refreshToken == nil ? "kept" : "rotated")")
-            return try await storeAndPublish(RefreshTokenGrant.merge(response, into: current, now: options.now()))
+            response = try await RefreshTokenGrant.request(refreshToken: refreshToken, client: client(for: provider))
         } catch where error.code == .reauthorizationRequired {
+            // Remember it, so a dead refresh token is not posted again on every call.
             var marked = current
             marked.needsReauthorization = true
             do { try await save(marked) } catch { logger.warning(provider.id, "could not mark the authorization: \(error)") }
@@ -526,16 +552,14 @@ public actor AuthFlow {
         } catch {
             throw fail(provider.id, error)
         }
+        logger.info(provider.id, "refreshed; refresh token \(response.refreshToken == nil ? "kept" : "rotated")")
+        let result = GrantResult(response: response, grant: current.grant, requestedScopes: current.scopes, previous: current)
+        return try await finish(result, for: provider)
     }
 
     /// True when the stored set is not the one this flow last saw: another process renewed it.
     private func renewedElsewhere(_ stored: TokenSet, since previous: TokenSet?) -> Bool {
         guard let previous else { return true }
         return !stored.accessToken.constantTimeEquals(previous.accessToken)
-    }
-
-    private func storeAndPublish(_ set: TokenSet) async throws(OAuthError) -> TokenSet {
-        _ = try await authorize(set)
-        return set
     }
 }

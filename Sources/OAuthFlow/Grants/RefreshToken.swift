@@ -4,7 +4,9 @@ import Foundation
 enum RefreshTokenGrant {
     /// Posts the refresh token to the token endpoint (never the authorization endpoint).
     ///
-    /// `invalid_grant` becomes `.reauthorizationRequired`, with the §5.2 body kept.
+    /// `invalid_grant` becomes `.reauthorizationRequired`, with the §5.2 body kept; so does a 400
+    /// or 401 without a §5.2 body (some servers answer a dead refresh token that way), so the flow
+    /// marks the login instead of posting the dead token again on every call.
     static func request(refreshToken: Secret, client: EndpointClient) async throws(OAuthError) -> TokenResponse {
         let fields: [(String, String)] = [("grant_type", GrantType.refreshToken.rawValue), ("refresh_token", refreshToken.reveal())]
         do {
@@ -13,6 +15,11 @@ enum RefreshTokenGrant {
             var error = error
             error.code = .reauthorizationRequired
             error.message = "the refresh token was rejected; authorize again"
+            throw error
+        } catch where error.code == .httpStatus && (error.httpStatus == 400 || error.httpStatus == 401) {
+            var error = error
+            error.code = .reauthorizationRequired
+            error.message = "the token endpoint refused the refresh with HTTP \(error.httpStatus ?? 0) and no OAuth error body; authorize again"
             throw error
         }
     }
