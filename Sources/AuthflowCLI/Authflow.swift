@@ -199,11 +199,15 @@ struct Context: Sendable {
         return url
     }
 
+    /// True unless `AUTHFLOW_CATALOG_STRICT=0`: the CLI refuses unknown catalog keys, naming the
+    /// closest known one, so a typo such as `clientSecrett` is not silently ignored.
+    var strictCatalog: Bool { environment["AUTHFLOW_CATALOG_STRICT"] != "0" }
+
     /// The validated providers of the catalog.
     func catalog() throws(CLIError) -> [Provider] {
         let url = try catalogFile()
         do {
-            return try ProviderCatalog.load(contentsOf: url, environment: environment)
+            return try ProviderCatalog.load(contentsOf: url, environment: environment, strict: strictCatalog)
         } catch {
             throw .oauth(error, provider: nil)
         }
@@ -217,14 +221,14 @@ struct Context: Sendable {
         let url = try catalogFile()
         let selected: Provider?
         do {
-            selected = try ProviderCatalog.load(contentsOf: url, only: id, environment: environment)
+            selected = try ProviderCatalog.load(contentsOf: url, only: id, environment: environment, strict: strictCatalog)
         } catch {
             throw .oauth(error, provider: id)
         }
         if let selected { return selected }
         let known: String
         do {
-            let ids = try ProviderCatalog.load(contentsOf: url, environment: environment).map(\.id)
+            let ids = try ProviderCatalog.load(contentsOf: url, environment: environment, strict: strictCatalog).map(\.id)
             known = ids.isEmpty ? " (it lists none)" : "; configured: \(ids.joined(separator: ", "))"
         } catch {
             known = " (and the catalog has other errors: run authflow providers)"

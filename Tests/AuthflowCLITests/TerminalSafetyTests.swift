@@ -106,3 +106,31 @@ struct TerminalSafetyTests {
         #expect(throws: OAuthError.self) { try outcome.get() }
     }
 }
+
+@Suite("authflow catalog strictness and --scope validation")
+struct CLIStrictnessTests {
+    @Test("the CLI loads the catalog strictly: a typo is an error naming the closest key (exit 65); AUTHFLOW_CATALOG_STRICT=0 relaxes it")
+    func strictByDefault() async throws {
+        let h = try Harness()
+        defer { h.directory.remove() }
+        try h.catalog(#"{ "id": "svc", "clientID": "c", "tokenURL": "\#(h.base)/token", "clientSecrett": "s3cret-typo-value" }"#)
+        let strict = await h.run(["providers"])
+        #expect(strict.status == .dataError)
+        #expect(strict.stderr.contains(#"clientSecrett: is not a known key; did you mean "clientSecret"?"#))
+        #expect(!strict.stderr.contains("s3cret-typo-value"))
+        let lenient = await h.run(["providers"], environment: ["AUTHFLOW_CATALOG_STRICT": "0"])
+        #expect(lenient.status == .success)
+    }
+
+    @Test("login --scope applies the catalog's scope rule: usage error 64, escaped", arguments: ["a\"b", "x\u{1B}[2J", "é", "a\\b"])
+    func scopeValidated(scope: String) async throws {
+        let h = try Harness()
+        defer { h.directory.remove() }
+        try h.catalog(catalogEntry(id: "gh", base: h.base))
+        let result = await h.run(["login", "gh", "--scope", scope])
+        #expect(result.status == .usage)
+        #expect(result.stderr.contains("is not a valid scope token"))
+        #expect(!result.stderr.unicodeScalars.contains { $0 != "\n" && DisplayText.isUnsafe($0) })
+        #expect(h.mock.requests(.deviceAuthorization).isEmpty)
+    }
+}
