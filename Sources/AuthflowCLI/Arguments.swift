@@ -1,3 +1,5 @@
+import OAuthFlow
+
 /// A parsed command line.
 public struct Invocation: Sendable, Equatable {
     /// `--config FILE`, when given.
@@ -235,6 +237,11 @@ extension Authflow {
             for option in options where option.name == "--scope" {
                 let split = (option.value ?? "").split(separator: " ").map(String.init)
                 guard !split.isEmpty else { throw UsageError("--scope needs a scope", command: commandName) }
+                // The same rule the catalog applies to its scopes (RFC 6749 §3.3).
+                for scope in split where !Provider.isValidScopeToken(scope) {
+                    throw UsageError("--scope '\(DisplayText.escape(scope))' is not a valid scope token (RFC 6749 §3.3 allows "
+                        + "printable ASCII except space, '\"' and '\\')", command: commandName)
+                }
                 scopes += split
             }
             var timeout = LoginOptions.defaultTimeout

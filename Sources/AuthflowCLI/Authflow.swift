@@ -106,7 +106,7 @@ public enum Authflow {
     /// Prints a usage error and returns 64.
     static func report(_ error: UsageError, output: Output, environment: [String: String]) -> ExitCode {
         let style = Style(terminal: output.stderrIsTerminal, environment: environment)
-        output.stderr.write("\(style.red("authflow: error:")) \(error.message)\nusage: \(usageLine(error.command ?? ""))\n"
+        output.stderr.write("\(style.red("authflow: error:")) \(escaped(error.message))\nusage: \(usageLine(error.command ?? ""))\n"
             + "Run 'authflow help\(error.command.map { " \($0)" } ?? "")' for more.\n")
         return .usage
     }
@@ -198,11 +198,15 @@ struct Context: Sendable {
         return url
     }
 
+    /// True unless `AUTHFLOW_CATALOG_STRICT=0`: the CLI refuses unknown catalog keys, naming the
+    /// closest known one, so a typo such as `clientSecrett` is not silently ignored.
+    var strictCatalog: Bool { environment["AUTHFLOW_CATALOG_STRICT"] != "0" }
+
     /// The validated providers of the catalog.
     func catalog() throws(CLIError) -> [Provider] {
         let url = try catalogFile()
         do {
-            return try ProviderCatalog.load(contentsOf: url, environment: environment)
+            return try ProviderCatalog.load(contentsOf: url, environment: environment, strict: strictCatalog)
         } catch {
             throw .oauth(error, provider: nil)
         }
@@ -216,14 +220,14 @@ struct Context: Sendable {
         let url = try catalogFile()
         let selected: Provider?
         do {
-            selected = try ProviderCatalog.load(contentsOf: url, only: id, environment: environment)
+            selected = try ProviderCatalog.load(contentsOf: url, only: id, environment: environment, strict: strictCatalog)
         } catch {
             throw .oauth(error, provider: id)
         }
         if let selected { return selected }
         let known: String
         do {
-            let ids = try ProviderCatalog.load(contentsOf: url, environment: environment).map(\.id)
+            let ids = try ProviderCatalog.load(contentsOf: url, environment: environment, strict: strictCatalog).map(\.id)
             known = ids.isEmpty ? " (it lists none)" : "; configured: \(ids.joined(separator: ", "))"
         } catch {
             known = " (and the catalog has other errors: run authflow providers)"
@@ -289,7 +293,7 @@ struct Context: Sendable {
         case .usage(let usage):
             return Authflow.report(usage, output: output, environment: environment)
         case .data(let message):
-            err.write("\(style.red("authflow: error:")) \(message)\n")
+            err.write("\(style.red("authflow: error:")) \(escaped(message))\n")
             return .dataError
         case .oauth(let error, let provider):
             let status = ExitCode(error)
@@ -303,7 +307,8 @@ struct Context: Sendable {
         }
     }
 
-    /// A sentence for people: the code, then the server's error or the library's message. Never a secret.
+    /// A sentence for people: the code, then the server's error or the library's message, with
+    /// control characters escaped. Never a secret.
     static func explain(_ error: OAuthError) -> String {
         var text = ""
         if let provider = error.providerID, !(error.message ?? "").contains("\"\(provider)\"") { text += "\(provider): " }
@@ -317,7 +322,7 @@ struct Context: Sendable {
             text += "\(error.code)"
         }
         if let status = error.httpStatus, error.response == nil { text += " [HTTP \(status)]" }
-        return text + " [\(error.code)]"
+        return escaped(text) + " [\(error.code)]"
     }
 
     private func hint(for error: OAuthError, provider: String?) -> String? {

@@ -66,6 +66,12 @@ extension Context {
         } catch {
             throw .oauth(error, provider: id)
         }
+        // The library checks every token before storing and after loading; checked once more
+        // here, because this is the line `$(authflow token P)` puts into a header.
+        guard set.accessToken.reveal().utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw .oauth(OAuthError(.storage, providerID: id, message: "the stored access token holds characters a token cannot have"),
+                         provider: id)
+        }
         if json {
             out.write(JSON.object([
                 ("access_token", .string(set.accessToken.reveal())),
@@ -243,8 +249,10 @@ struct StatusRow {
 }
 
 enum Table {
-    /// Left-aligned columns separated by two spaces; the header in bold on a terminal.
+    /// Left-aligned columns separated by two spaces; the header in bold on a terminal. Cells are
+    /// escaped (``escaped(_:)``) before they are measured.
     static func render(header: [String], rows: [[String]], style: Style) -> String {
+        let rows = rows.map { $0.map(escaped) }
         let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
         func line(_ cells: [String]) -> String {
             cells.enumerated().map { column, cell in

@@ -68,7 +68,7 @@ final class Countdown: Sendable {
     private func draw() {
         inner.withLock { inner in
             guard let expiresAt = inner.expiresAt else { return }
-            let remaining = Timestamps.clock(Int(expiresAt.timeIntervalSince(now()).rounded(.up)))
+            let remaining = Timestamps.clock(Timestamps.wholeSeconds(expiresAt.timeIntervalSince(now()).rounded(.up)))
             if terminal {
                 sink.write("\r\u{1B}[2K" + style.dim("Waiting for approval… the code expires in \(remaining)"))
                 inner.drawn = true

@@ -1,4 +1,5 @@
 import Foundation
+import OAuthFlow
 
 /// A JSON value with ordered object keys, so every line starts with `"state"`.
 enum JSON: Sendable, Equatable {
@@ -42,7 +43,8 @@ enum JSON: Sendable, Equatable {
             case "\u{2028}": out += "\\u2028"
             case "\u{2029}": out += "\\u2029"
             default:
-                if scalar.value < 0x20 || scalar.value == 0x7F {
+                // Control characters, C1 and bidi overrides too: a JSON line on a terminal cannot draw.
+                if DisplayText.isUnsafe(scalar) {
                     let hex = String(scalar.value, radix: 16)
                     out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
                 } else {
@@ -64,7 +66,7 @@ enum Timestamps {
 
     /// `in 59m`, `3h ago`, `in 2d`: a short distance for people.
     static func relative(_ date: Date, now: Date) -> String {
-        let seconds = Int(date.timeIntervalSince(now).rounded())
+        let seconds = wholeSeconds(date.timeIntervalSince(now).rounded())
         let magnitude = abs(seconds)
         let text: String
         switch magnitude {
@@ -74,6 +76,13 @@ enum Timestamps {
         default: text = "\(magnitude / 86_400)d"
         }
         return seconds >= 0 ? "in \(text)" : "\(text) ago"
+    }
+
+    /// `interval` as whole seconds, clamped to ±10^15 (about 30 million years) and 0 for NaN, so
+    /// no date a server or a file chose can trap the conversion to `Int`.
+    static func wholeSeconds(_ interval: Double) -> Int {
+        guard interval.isFinite else { return 0 }
+        return Int(min(max(interval, -1e15), 1e15))
     }
 
     /// `14:59` or `1:02:03`: a countdown.

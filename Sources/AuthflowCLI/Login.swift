@@ -132,7 +132,7 @@ final class LoginSession: Sendable {
         case .empty:
             break
         case .requestingDeviceCode(let provider):
-            err.write(context.errStyle.dim("Requesting a device code from \(provider)…") + "\n")
+            err.write(context.errStyle.dim("Requesting a device code from \(escaped(provider))…") + "\n")
         case .receivedDeviceCode(let provider, let code):
             let previous = seen.withLock { seen -> Int? in
                 defer { seen.interval = code.interval }
@@ -140,29 +140,31 @@ final class LoginSession: Sendable {
             }
             if let previous {
                 if code.interval > previous {
-                    let note = " \(provider) asked to slow down (slow_down); polling every \(code.interval) s now."
+                    let note = " \(escaped(provider)) asked to slow down (slow_down); polling every \(code.interval) s now."
                     countdown.note(context.errStyle.yellow("note:") + note)
                 }
                 return
             }
-            var text = "To log in to \(provider), open this page on any device:\n\(style.bold(code.verificationURI.absoluteString))\n"
-                + "and enter the code:\n\(style.bold(code.userCode))\n"
+            // Server-chosen text: escaped, so a user code or URI cannot draw on the terminal.
+            var text = "To log in to \(escaped(provider)), open this page on any device:\n"
+                + "\(style.bold(escaped(code.verificationURI.absoluteString)))\n"
+                + "and enter the code:\n\(style.bold(escaped(code.userCode)))\n"
             if let complete = code.verificationURIComplete {
-                text += "Or open this link, which fills in the code:\n\(complete.absoluteString)\n"
+                text += "Or open this link, which fills in the code:\n\(escaped(complete.absoluteString))\n"
             }
             out.write(text)
             countdown.start(expiresAt: code.expiresAt)
         case .authorizing(let provider, _):
             if let authorizationURL {
-                out.write("To log in to \(provider), open this URL in a browser:\n\(authorizationURL.absoluteString)\n")
+                out.write("To log in to \(escaped(provider)), open this URL in a browser:\n\(escaped(authorizationURL.absoluteString))\n")
             }
         case .requestingAccessToken:
             countdown.stop()
             err.write(context.errStyle.dim("Requesting a token…") + "\n")
         case .authorized(let provider, let authorization):
             countdown.stop()
-            var text = "\(context.outStyle.green("Logged in")) to \(provider)"
-            if !authorization.scopes.isEmpty { text += " with scopes \(authorization.scopes.joined(separator: " "))" }
+            var text = "\(context.outStyle.green("Logged in")) to \(escaped(provider))"
+            if !authorization.scopes.isEmpty { text += " with scopes \(escaped(authorization.scopes.joined(separator: " ")))" }
             if let expiresAt = authorization.expiresAt {
                 text += "; the token expires \(Timestamps.relative(expiresAt, now: context.services.now()))"
                 text += authorization.isRefreshable ? " and refreshes itself" : ""
@@ -173,6 +175,10 @@ final class LoginSession: Sendable {
         }
     }
 }
+
+/// Text for a person: control characters escaped (``DisplayText/escape(_:)``), the one function
+/// every CLI output of server-, file- or flag-chosen text goes through.
+func escaped(_ text: String) -> String { DisplayText.escape(text) }
 
 /// Captures an async typed-throwing call as a `Result`.
 func capture<T>(_ body: () async throws(OAuthError) -> T) async -> Result<T, OAuthError> {

@@ -224,7 +224,7 @@ struct RunTests {
         // The provider whose secret is missing still says exactly what is wrong.
         let broken = await h.run(["token", "svc"])
         #expect(broken.status == .dataError)
-        #expect(broken.stderr.contains("SVC_SECRET"))
+        #expect(broken.stderr.contains("clientSecretEnv: the environment variable it names (10 characters"))
         // Commands over the whole catalog stay strict.
         #expect(await h.run(["providers"]).status == .dataError)
     }

@@ -231,8 +231,30 @@ struct DeviceAuthorizationTests {
         let error = await #expect(throws: OAuthError.self) { try await flow.authorizeWithDeviceCode(provider: "dev") }
         #expect(error?.code == .expired)
         #expect(error?.recovery == .reauthorize)
-        #expect(mock.requests(.token).count == 2, "polls at 5 s and 10 s; at 15 s the code is dead")
-        #expect(clock.sleeps == [.seconds(5), .seconds(5), .seconds(5)])
+        #expect(mock.requests(.token).count == 2, "polls at 5 s and 10 s; at 12 s the code is dead")
+        #expect(clock.sleeps == [.seconds(5), .seconds(5), .seconds(2)], "the last wait is only the 2 s left")
+    }
+
+    @Test("interval larger than expires_in: polling ends at expiry, after one short wait and no request (RFC 8628 §3.5)")
+    func intervalBeyondExpiry() async throws {
+        mock.script(.deviceAuthorization, [.deviceCode(expiresIn: 3, interval: 100_000)])
+        let flow = try await flow(mock.provider(id: "dev"))
+        let error = await #expect(throws: OAuthError.self) { try await flow.authorizeWithDeviceCode(provider: "dev") }
+        #expect(error?.code == .expired)
+        #expect(clock.sleeps == [.seconds(3)])
+        #expect(mock.requests(.token).isEmpty)
+    }
+
+    @Test("slow_down forever never waits past expires_in (RFC 8628 §3.5)", arguments: [(30, 5), (61, 7), (10, 1), (3, 3)])
+    func slowDownForever(expiresIn: Int, interval: Int) async throws {
+        mock.script(.deviceAuthorization, [.deviceCode(expiresIn: expiresIn, interval: interval)])
+        mock.script(.token, [.oauthError("slow_down")])  // repeated for every poll
+        let flow = try await flow(mock.provider(id: "dev"))
+        let start = clock.date
+        let error = await #expect(throws: OAuthError.self) { try await flow.authorizeWithDeviceCode(provider: "dev") }
+        #expect(error?.code == .expired)
+        #expect(clock.date.timeIntervalSince(start) == TimeInterval(expiresIn), "ends exactly at expiry, not an interval later")
+        #expect(clock.sleeps.count <= expiresIn + 1)
     }
 
     @Test("a code polled after it expired sends nothing")

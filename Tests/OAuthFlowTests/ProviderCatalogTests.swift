@@ -430,13 +430,14 @@ extension CatalogFailure {
         demo("env and file", #""clientSecretEnv": "DEMO_SECRET", "clientSecretFile": "/run/credentials/demo/secret""#,
              environment: ["DEMO_SECRET": "b"], "clientSecretEnv and clientSecretFile: a client secret may come from only one of"),
         demo("inline empty", #""clientSecret": """#, "clientSecret: must not be empty"),
-        demo("env unset", #""clientSecretEnv": "DEMO_SECRET""#, "clientSecretEnv: environment variable DEMO_SECRET is not set"),
+        demo("env unset", #""clientSecretEnv": "DEMO_SECRET""#,
+             "clientSecretEnv: the environment variable it names (11 characters, letters, digits and '_') is not set"),
         demo("env empty", #""clientSecretEnv": "DEMO_SECRET""#, environment: ["DEMO_SECRET": ""],
-             "clientSecretEnv: environment variable DEMO_SECRET is empty"),
+             "clientSecretEnv: the environment variable it names (11 characters, letters, digits and '_') is empty"),
         demo("env not a variable name", #""clientSecretEnv": "s3cr3t value""#, "clientSecretEnv: must be the name of an environment variable"),
         demo("file not a string", #""clientSecretFile": ["a"]"#, "clientSecretFile: must be a string, found an array"),
         demo("file relative without a base directory", #""clientSecretFile": "secrets/demo""#,
-             "clientSecretFile: secrets/demo is a relative path, but the catalog has no directory"),
+             "clientSecretFile: is a relative path (12 characters, a relative path), but the catalog has no directory"),
         demo("file under ~", #""clientSecretFile": "~/demo-secret""#, "clientSecretFile: \"~\" is not expanded"),
         demo("file with CREDENTIALS_DIRECTORY unset", #""clientSecretFile": "${CREDENTIALS_DIRECTORY}/demo""#,
              "clientSecretFile: environment variable CREDENTIALS_DIRECTORY is not set or is empty", "LoadCredential="),
@@ -645,7 +646,8 @@ extension ProviderCatalogTests {
                 #expect(error?.code == .configuration)
                 #expect(error?.providerID == "demo")
                 let message = error?.message ?? ""
-                #expect(message.contains(#"provider #1 ("demo"): clientSecretFile: \#(file.path) \#(reason)"#), "\(message)")
+                #expect(message.contains(#"provider #1 ("demo"): clientSecretFile: the file it names (6 characters, "#), "\(message)")
+                #expect(message.contains(reason), "\(message)")
             }
         }
 
@@ -657,7 +659,8 @@ extension ProviderCatalogTests {
                 try FileManager.default.setAttributes([.posixPermissions: 0o000], ofItemAtPath: file.path)
                 let json = #"[{"id": "demo", "tokenURL": "https://auth.example.com/token", "clientID": "app", "clientSecretFile": "secret"}]"#
                 let error = #expect(throws: OAuthError.self) { try CatalogFixture.load(json, baseDirectory: directory) }
-                #expect(error?.message?.contains("clientSecretFile: \(file.path) cannot be read: permission denied") == true)
+                #expect(error?.message?.contains("clientSecretFile: the file it names (6 characters, letters, digits and '_') "
+                    + "cannot be opened: permission denied") == true)
             }
         }
     }
@@ -774,7 +777,8 @@ extension ProviderCatalogTests {
                 try ProviderCatalog.load(contentsOf: CatalogFixture.shippedCatalogURL(), environment: [:])
             }
             #expect(error?.providerID == "google")
-            #expect(error?.message?.contains(#"provider #3 ("google"): clientSecretEnv: environment variable GOOGLE_CLIENT_SECRET is not set"#) == true)
+            // The variable's name is not echoed (it could be a pasted secret); its shape is.
+            #expect(error?.message?.contains(#"provider #3 ("google"): clientSecretEnv: the environment variable it names (20 characters, letters, digits and '_') is not set"#) == true)
         }
     }
 }
@@ -806,7 +810,7 @@ struct ProviderCatalogSelectionTests {
         #expect(provider.clientID == "c1")
         // The strict loader still refuses the whole catalog.
         let error = #expect(throws: OAuthError.self) { try ProviderCatalog.load(contentsOf: url, environment: [:]) }
-        #expect(error?.message?.contains("SVC_SECRET") == true)
+        #expect(error?.message?.contains(#"("svc"): clientSecretEnv: the environment variable it names (10 characters"#) == true)
     }
 
     @Test("the selected entry is resolved and validated in full")
@@ -815,7 +819,7 @@ struct ProviderCatalogSelectionTests {
         defer { try? FileManager.default.removeItem(at: url.deletingLastPathComponent()) }
         let error = #expect(throws: OAuthError.self) { try ProviderCatalog.load(contentsOf: url, only: "svc", environment: [:]) }
         #expect(error?.code == .configuration)
-        #expect(error?.message?.contains("SVC_SECRET") == true)
+        #expect(error?.message?.contains(#"("svc"): clientSecretEnv: the environment variable it names (10 characters"#) == true)
         let provider = try #require(try ProviderCatalog.load(contentsOf: url, only: "svc", environment: ["SVC_SECRET": "s3cret"]))
         #expect(provider.clientSecret?.reveal() == "s3cret")
         #expect(provider.clientAuthentication == .clientSecretBasic)

@@ -194,7 +194,8 @@ struct UserInfoTests {
         let entry = storedEntry(provider: "app", type: "DPoP", issuedAt: clock.date)
         let flow = try await flow(store: MemorySecretStore(["app": entry]))
         let error = try #require(await #expect(throws: OAuthError.self) { try await flow.userInfo(provider: "app") })
-        #expect(error.code == .configuration)
+        // Tokens are checked on the way out of the store too: a non-Bearer entry is refused there.
+        #expect(error.code == .storage)
         #expect(mock.requests().isEmpty)
     }
 

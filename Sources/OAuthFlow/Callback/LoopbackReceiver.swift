@@ -517,8 +517,14 @@ public final class LoopbackReceiver: Sendable {
         return out
     }
 
-    private static func milliseconds(_ duration: Duration) -> Int64 {
-        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+    /// Whole milliseconds, saturating: a timeout of `Int.max` seconds (`--timeout` is not
+    /// bounded) must not trap on the multiplication.
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        guard !overflow else { return seconds < 0 ? Int64.min / 2 : Int64.max / 2 }
+        return scaled.addingReportingOverflow(attoseconds / 1_000_000_000_000_000).overflow
+            ? Int64.max / 2 : scaled + attoseconds / 1_000_000_000_000_000
     }
 
     private static func seconds(_ duration: Duration) -> Int64 {

@@ -147,17 +147,18 @@ public struct OAuthError: Error, Sendable, Equatable {
 
 extension OAuthError: CustomStringConvertible, LocalizedError {
     /// One line: code, provider, endpoint, status, the §5.2 `error` and its description, the
-    /// message, and the underlying error's type. Never a body, header, URL query, or secret.
+    /// message, and the underlying error's type. Never a body, header, URL query, or secret;
+    /// control characters are shown escaped (``DisplayText/escape(_:)``).
     public var description: String {
         var parts = ["OAuthError.\(code)"]
-        if let providerID { parts.append("provider=\(providerID)") }
+        if let providerID { parts.append("provider=\(DisplayText.escape(providerID))") }
         if let endpoint { parts.append("endpoint=\(endpoint.rawValue)") }
         if let httpStatus { parts.append("status=\(httpStatus)") }
         if let response {
             parts.append("error=\(response.code.rawValue)")
             if let text = response.errorDescription { parts.append("description=\"\(text)\"") }
         }
-        if let message { parts.append("— \(message)") }
+        if let message { parts.append("— \(DisplayText.escape(message))") }
         if let underlying { parts.append("(underlying: \(type(of: underlying)))") }
         parts.append("[next: \(recovery.rawValue)]")
         return parts.joined(separator: " ")
@@ -169,8 +170,9 @@ extension OAuthError: CustomStringConvertible, LocalizedError {
 
 /// An authorization server's error body ([RFC 6749 §5.2](https://www.rfc-editor.org/rfc/rfc6749#section-5.2)).
 ///
-/// Read ``code`` to decide; ``errorDescription`` is for people. Sanitized on parse: only
-/// printable ASCII is kept and lengths are bounded, as §5.2 requires of these fields.
+/// Read ``code`` to decide; ``errorDescription`` is for people. Sanitized on parse: printable
+/// ASCII, which §5.2 requires of these fields, is kept, every other character is written as a
+/// visible escape such as `\u{1B}`, and lengths are bounded.
 public struct ErrorResponse: Sendable, Hashable, Codable {
     /// An `error` value; an open set, since extensions define more (RFC 8628 §3.5 among them).
     public struct Code: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
@@ -240,9 +242,17 @@ public struct ErrorResponse: Sendable, Hashable, Codable {
         )
     }
 
-    /// Keeps the printable ASCII that RFC 6749 §5.2 allows, bounded in length.
+    /// Keeps the printable ASCII that RFC 6749 §5.2 allows and writes every other character as a
+    /// visible escape (`\u{1B}`, `\u{E9}`), bounded to `limit` characters; a value made only of
+    /// control characters therefore stays visible instead of printing as nothing.
     static func sanitize(_ text: String, limit: Int) -> String? {
-        let kept = String(String.UnicodeScalarView(text.unicodeScalars.filter { (0x20...0x7E).contains($0.value) }).prefix(limit))
+        var kept = ""
+        for scalar in text.unicodeScalars {
+            let piece = (0x20...0x7E).contains(scalar.value)
+                ? String(scalar) : "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            guard kept.utf8.count + piece.utf8.count <= limit else { break }
+            kept += piece
+        }
         return kept.isEmpty ? nil : kept
     }
 }

@@ -46,9 +46,16 @@ enum DeviceAuthorizationGrant {
             expiresIn: expiresIn, interval: interval, scopes: scopes)
     }
 
+    private static func expired(_ code: DeviceCode) -> OAuthError {
+        OAuthError(.expired, providerID: code.providerID, endpoint: .token,
+                   message: "the device code expired before the user approved it (RFC 8628 §3.5)")
+    }
+
     /// Polls the token endpoint until the user acts, the code expires, or the task is cancelled (RFC 8628 §3.4–3.5).
     ///
-    /// `onSlowDown` receives the code with its raised interval so the actor can publish it.
+    /// Each wait is the interval or the time left before `expires_in`, whichever is shorter; at
+    /// expiry polling stops with `.expired`. `onSlowDown` receives the code with its raised
+    /// interval so the actor can publish it.
     static func poll(
         _ code: DeviceCode, client: EndpointClient, tokenURL: URL, clock: any Clock<Duration>, now: @Sendable () -> Date,
         onSlowDown: @Sendable (DeviceCode) async -> Void
@@ -58,15 +65,16 @@ enum DeviceAuthorizationGrant {
         var wait = code.interval
         let fields: [(String, String)] = [("grant_type", GrantType.deviceCode.rawValue), ("device_code", code.deviceCode.reveal())]
         while true {
+            // Never sleep past the code's expiry: `interval: 100000` with `expires_in: 3` ends
+            // after 3 s, and repeated `slow_down` cannot overshoot `expires_in`.
+            let left = code.expiresAt.timeIntervalSince(now())
+            guard left > 0 else { throw expired(code) }
             do {
-                try await clock.sleep(for: .seconds(wait))
+                try await clock.sleep(for: .seconds(min(Double(wait), left)))
             } catch {
                 throw OAuthError(.cancelled, providerID: code.providerID, endpoint: .token, message: "device authorization polling was cancelled")
             }
-            guard now() < code.expiresAt else {
-                throw OAuthError(.expired, providerID: code.providerID, endpoint: .token,
-                                 message: "the device code expired before the user approved it (RFC 8628 §3.5)")
-            }
+            guard now() < code.expiresAt else { throw expired(code) }
             do {
                 return try await client.requestToken(fields, url: tokenURL)
             } catch {

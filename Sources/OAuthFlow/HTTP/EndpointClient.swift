@@ -13,7 +13,8 @@ struct TokenResponse: Sendable {
     /// date too far away to compute with.
     static let maximumLifetime = Int(Int32.max)
 
-    /// Decodes a §5.1 body; every number is range-checked.
+    /// Decodes a §5.1 body; every number is range-checked and every token's syntax checked
+    /// (``TokenSyntax``); a `token_type` other than Bearer is refused.
     /// - Throws: ``OAuthError`` `.invalidResponse` naming the member and the problem.
     init(_ json: JSONObject) throws(OAuthError) {
         accessToken = Secret(try json.requiredString("access_token"))
@@ -22,6 +23,9 @@ struct TokenResponse: Sendable {
         expiresIn = try json.integer("expires_in", in: 0...Self.maximumLifetime, acceptsString: true)
         refreshToken = try json.string("refresh_token").flatMap { $0.isEmpty ? nil : Secret($0) }
         idToken = try json.string("id_token").flatMap { $0.isEmpty ? nil : Secret($0) }
+        try TokenSyntax.check(
+            accessToken: accessToken.reveal(), tokenType: tokenType, refreshToken: refreshToken?.reveal(), idToken: idToken?.reveal(),
+            names: ("access_token", "token_type", "refresh_token", "id_token"), fail: json.fail)
         if case .array = json.value("scope") {
             scope = try json.strings("scope")?.joined(separator: " ")   // a few servers send an array
         } else {

@@ -186,6 +186,7 @@ extension Provider {
             guard redirectURI.scheme != nil, redirectURI.fragment == nil else {
                 throw fail("redirectURI", "must be an absolute URI without a fragment (RFC 6749 §3.1.2)")
             }
+            if let port = redirectURI.port, !(0...65535).contains(port) { throw fail("redirectURI", "has port \(port), above 65535") }
         }
         if clientAuthentication != .none, clientSecret == nil {
             throw fail("clientAuthentication", "\(clientAuthentication.rawValue) needs a client secret")
@@ -225,10 +226,19 @@ extension Provider {
         else { return "is not an absolute URL with a host" }
         if components.user != nil || components.password != nil { return "must not contain user info" }
         if components.fragment != nil { return "must not contain a fragment" }
+        if let port = components.port, !(0...65535).contains(port) { return "has port \(port), above 65535" }
         switch scheme {
         case "https": return nil
         case "http": return isLoopback(host: host) ? nil : "must use https:// (http:// is allowed only for loopback hosts)"
         default: return "must use https://"
+        }
+    }
+
+    /// True when `token` is a valid scope token: printable ASCII except space, `"` and `\`
+    /// (RFC 6749 §3.3). Check scopes taken from people or files before passing them to a grant; it throws nothing.
+    public static func isValidScopeToken(_ token: String) -> Bool {
+        !token.isEmpty && token.unicodeScalars.allSatisfy { scalar in
+            (0x21...0x7E).contains(scalar.value) && scalar != "\"" && scalar != "\\"
         }
     }
 

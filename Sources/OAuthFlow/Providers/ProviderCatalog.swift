@@ -1,4 +1,5 @@
 public import Foundation
+import Glibc
 
 /// Loads providers from a JSON catalog and checks every one before returning any.
 ///
@@ -36,9 +37,23 @@ public enum ProviderCatalog {
     public static func load(
         contentsOf url: URL, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(OAuthError) -> [Provider] {
+        try load(contentsOf: url, environment: environment, strict: false)
+    }
+
+    /// Loads the catalog file at `url` as ``load(contentsOf:environment:)`` does; with `strict`, an
+    /// unknown key is an error naming it and the closest known key (`clientSecrett` → `clientSecret`).
+    ///
+    /// The `authflow` CLI loads strictly. Without `strict`, unknown keys are ignored, so catalogs
+    /// with extra annotations keep loading.
+    /// - Throws: ``OAuthError`` `.configuration` as ``load(contentsOf:environment:)`` does, and for
+    ///   an unknown key when `strict`.
+    public static func load(
+        contentsOf url: URL, environment: [String: String] = ProcessInfo.processInfo.environment, strict: Bool
+    ) throws(OAuthError) -> [Provider] {
         try decode(
             try readCatalog(url),
-            context: Context(source: url.path, baseDirectory: url.deletingLastPathComponent(), environment: environment))
+            context: Context(source: url.path, baseDirectory: url.deletingLastPathComponent(), environment: environment,
+                             strict: strict))
     }
 
     /// The bytes of a catalog file, bounded in size.
@@ -68,8 +83,17 @@ public enum ProviderCatalog {
     public static func load(
         contentsOf url: URL, only id: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(OAuthError) -> Provider? {
+        try load(contentsOf: url, only: id, environment: environment, strict: false)
+    }
+
+    /// Loads one provider as ``load(contentsOf:only:environment:)`` does; with `strict`, an unknown
+    /// key in that entry (or at the top level) is an error naming the closest known key.
+    /// - Throws: ``OAuthError`` `.configuration` as ``load(contentsOf:only:environment:)`` does.
+    public static func load(
+        contentsOf url: URL, only id: String, environment: [String: String] = ProcessInfo.processInfo.environment, strict: Bool
+    ) throws(OAuthError) -> Provider? {
         try decode(try readCatalog(url), context: Context(source: url.path, baseDirectory: url.deletingLastPathComponent(),
-                                                         environment: environment), only: id).first
+                                                         environment: environment, strict: strict), only: id).first
     }
 
     /// Loads and validates the providers in catalog bytes you already hold.
@@ -88,7 +112,16 @@ public enum ProviderCatalog {
     public static func load(
         data: Data, baseDirectory: URL? = nil, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(OAuthError) -> [Provider] {
-        try decode(data, context: Context(source: nil, baseDirectory: baseDirectory, environment: environment))
+        try load(data: data, baseDirectory: baseDirectory, environment: environment, strict: false)
+    }
+
+    /// Loads catalog bytes as ``load(data:baseDirectory:environment:)`` does; with `strict`, an
+    /// unknown key is an error naming it and the closest known key.
+    /// - Throws: ``OAuthError`` `.configuration` as ``load(data:baseDirectory:environment:)`` does.
+    public static func load(
+        data: Data, baseDirectory: URL? = nil, environment: [String: String] = ProcessInfo.processInfo.environment, strict: Bool
+    ) throws(OAuthError) -> [Provider] {
+        try decode(data, context: Context(source: nil, baseDirectory: baseDirectory, environment: environment, strict: strict))
     }
 
     /// Loads and validates the providers in a JSON catalog shipped as a bundle resource.
@@ -130,6 +163,8 @@ extension ProviderCatalog {
         var source: String?
         var baseDirectory: URL?
         var environment: [String: String]
+        /// Unknown keys are errors (see ``ProviderCatalog/knownKeys``) instead of being ignored.
+        var strict = false
 
         /// Prepended to every message: the catalog's path, when there is one.
         var prefix: String { source.map { "\($0): " } ?? "" }
@@ -153,6 +188,9 @@ extension ProviderCatalog {
         case .array(let items):
             entries = items
         case .object(let members):
+            if context.strict, let unknown = members.keys.sorted().first(where: { $0 != "providers" && $0 != "$schema" }) {
+                throw context.error("catalog: \(ProviderCatalog.unknownKey(unknown, known: ["providers", "$schema"]))")
+            }
             guard let list = members["providers"] else {
                 throw context.error(
                     "catalog must be a JSON array of providers or an object with a \"providers\" array; this object has no \"providers\" key")
@@ -192,6 +230,48 @@ extension ProviderCatalog {
     }
 }
 
+// MARK: - Strict mode
+
+extension ProviderCatalog {
+    /// Every key a provider entry may have: the documented ones, their OAuthKit aliases, and the
+    /// OAuthKit keys that are accepted and ignored (`encodeHttpBody`, `icon`, `authorizationPattern`).
+    static let knownKeys: Set<String> = [
+        "id", "authorizationURL", "tokenURL", "accessTokenURL", "deviceAuthorizationURL", "deviceCodeURL", "revocationURL",
+        "introspectionURL", "userinfoURL", "issuer", "jwksURL", "clientID", "clientSecret", "clientSecretEnv",
+        "clientSecretFile", "clientAuthentication", "redirectURI", "scopes", "scope", "authorizationParameters", "userAgent",
+        "customUserAgent", "debug", "encodeHttpBody", "icon", "authorizationPattern",
+    ]
+
+    /// `"clientSecrett" is not a known key; did you mean "clientSecret"?` The key is shown
+    /// escaped and shortened; the suggestion is the known key at the smallest edit distance.
+    static func unknownKey(_ key: String, known: Set<String>) -> String {
+        let shown = DisplayText.escape(String(key.prefix(64)))
+        let scored = known.sorted().map { (key: $0, distance: editDistance(key.lowercased(), $0.lowercased())) }
+        guard let best = scored.min(by: { $0.distance < $1.distance }),
+              best.distance <= max(2, best.key.count / 3) else {
+            return "\(shown): is not a known key (strict mode; see Documentation/Catalog.md)"
+        }
+        return "\(shown): is not a known key; did you mean \"\(best.key)\"? (strict mode)"
+    }
+
+    /// Levenshtein distance over Unicode scalars; inputs are bounded to 64 scalars by the caller's use.
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a.unicodeScalars.prefix(64)), b = Array(b.unicodeScalars.prefix(64))
+        guard !a.isEmpty else { return b.count }
+        guard !b.isEmpty else { return a.count }
+        var previous = Array(0...b.count)
+        var current = [Int](repeating: 0, count: b.count + 1)
+        for i in 1...a.count {
+            current[0] = i
+            for j in 1...b.count {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            swap(&previous, &current)
+        }
+        return previous[b.count]
+    }
+}
+
 // MARK: - One entry
 
 extension ProviderCatalog {
@@ -223,6 +303,10 @@ extension ProviderCatalog {
         }
 
         func provider() throws(OAuthError) -> Provider {
+            if context.strict, let unknown = fields.keys.sorted().first(where: { !ProviderCatalog.knownKeys.contains($0) }) {
+                throw OAuthError(.configuration, providerID: id, message: context.prefix + "\(label): "
+                    + ProviderCatalog.unknownKey(unknown, known: ProviderCatalog.knownKeys))
+            }
             let authorizationURL = try endpoint("authorizationURL")
             let tokenURL = try aliased("tokenURL", "accessTokenURL", { key throws(OAuthError) in try endpoint(key) })
             let deviceURL = try aliased(
@@ -358,11 +442,7 @@ extension ProviderCatalog {
             }
         }
 
-        static func isScopeToken(_ token: String) -> Bool {
-            !token.isEmpty && token.unicodeScalars.allSatisfy { scalar in
-                (0x21...0x7E).contains(scalar.value) && scalar != "\"" && scalar != "\\"
-            }
-        }
+        static func isScopeToken(_ token: String) -> Bool { Provider.isValidScopeToken(token) }
 
         func authorizationParameters() throws(OAuthError) -> [String: String]? {
             let key = "authorizationParameters"
@@ -434,13 +514,18 @@ extension ProviderCatalog {
                 return Secret(inline)
             }
             if let variable {
+                // Never the value in a message: it may be a secret pasted here by mistake.
                 guard Self.isVariableName(variable) else {
-                    throw fail("clientSecretEnv", "must be the name of an environment variable, such as GITHUB_CLIENT_SECRET")
+                    throw fail("clientSecretEnv", "must be the name of an environment variable, such as GITHUB_CLIENT_SECRET; "
+                        + "the value given (\(Self.shape(variable))) does not look like a variable name")
                 }
                 guard let value = context.environment[variable] else {
-                    throw fail("clientSecretEnv", "environment variable \(variable) is not set")
+                    throw fail("clientSecretEnv", "the environment variable it names (\(Self.shape(variable))) is not set; "
+                        + "the name is not shown in case it is a secret pasted by mistake")
                 }
-                guard !value.isEmpty else { throw fail("clientSecretEnv", "environment variable \(variable) is empty") }
+                guard !value.isEmpty else {
+                    throw fail("clientSecretEnv", "the environment variable it names (\(Self.shape(variable))) is empty")
+                }
                 return Secret(value)
             }
             if let file { return try secretFile(file) }
@@ -458,23 +543,26 @@ extension ProviderCatalog {
             } else if let base = context.baseDirectory {
                 url = base.appendingPathComponent(path).standardizedFileURL
             } else {
-                throw fail(key, "\(path) is a relative path, but the catalog has no directory to resolve it against; "
-                    + "use an absolute path or pass baseDirectory")
+                throw fail(key, "is a relative path (\(Self.shape(path))), but the catalog has no directory to resolve it "
+                    + "against; use an absolute path or pass baseDirectory")
             }
             let data: Data
             do {
                 data = try ProviderCatalog.readFile(at: url, limit: ProviderCatalog.maximumSecretFileBytes)
             } catch {
-                throw fail(key, "\(url.path) \(error.reason)", underlying: error.underlying)
+                // The path is not shown: it may be a secret pasted by mistake. Its shape is.
+                throw fail(key, "the file it names (\(Self.shape(written))) \(error.reason)", underlying: error.underlying)
             }
-            guard let text = String(data: data, encoding: .utf8) else { throw fail(key, "\(url.path) is not UTF-8 text") }
+            guard let text = String(data: data, encoding: .utf8) else {
+                throw fail(key, "the file it names (\(Self.shape(written))) is not UTF-8 text")
+            }
             // Drop trailing line breaks (an editor's or `echo`'s); by scalar, since "\r\n" is one Character.
             let scalars = text.unicodeScalars
             var end = scalars.endIndex
             while end > scalars.startIndex, scalars[scalars.index(before: end)] == "\n" || scalars[scalars.index(before: end)] == "\r" {
                 end = scalars.index(before: end)
             }
-            guard end > scalars.startIndex else { throw fail(key, "\(url.path) is empty") }
+            guard end > scalars.startIndex else { throw fail(key, "the file it names (\(Self.shape(written))) is empty") }
             return Secret(String(scalars[..<end]))
         }
 
@@ -502,6 +590,20 @@ extension ProviderCatalog {
             return result + rest
         }
 
+        /// What a value looks like without showing it: its length, and whether it looks like a
+        /// path or a variable name (`40 characters, not a path`).
+        static func shape(_ value: String) -> String {
+            var parts = ["\(value.count) character\(value.count == 1 ? "" : "s")"]
+            if value.contains("/") {
+                parts.append(value.hasPrefix("/") || value.hasPrefix("${") ? "an absolute path" : "a relative path")
+            } else if isVariableName(value) {
+                parts.append("letters, digits and '_'")
+            } else {
+                parts.append("not a path or a variable name")
+            }
+            return parts.joined(separator: ", ")
+        }
+
         static func isVariableName(_ name: String) -> Bool {
             guard let first = name.unicodeScalars.first, first == "_" || (first.isASCII && first.properties.isAlphabetic) else {
                 return false
@@ -521,27 +623,61 @@ extension ProviderCatalog {
     }
 
     /// Reads a regular file of at most `limit` bytes.
+    ///
+    /// The file is opened `O_NONBLOCK | O_CLOEXEC` and `fstat`ed before anything is read: a FIFO,
+    /// socket, device or directory is refused at once instead of blocking the open or the read.
     static func readFile(at url: URL, limit: Int) throws(FileProblem) -> Data {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
-            throw FileProblem(reason: "does not exist")
+        let file = try OpenFile(path: url.path)
+        var info = stat()
+        guard fstat(file.fd, &info) == 0 else { throw FileProblem(reason: "cannot be examined: \(describe(errno))") }
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: break
+        case S_IFDIR: throw FileProblem(reason: "is a directory, not a file")
+        case S_IFIFO: throw FileProblem(reason: "is a FIFO, not a regular file")
+        case S_IFSOCK: throw FileProblem(reason: "is a socket, not a regular file")
+        case S_IFCHR, S_IFBLK: throw FileProblem(reason: "is a device, not a regular file")
+        default: throw FileProblem(reason: "is not a regular file")
         }
-        guard !isDirectory.boolValue else { throw FileProblem(reason: "is a directory, not a file") }
-        let handle: FileHandle
-        do {
-            handle = try FileHandle(forReadingFrom: url)
-        } catch {
-            let denied = (error as NSError).code == CocoaError.fileReadNoPermission.rawValue
-            throw FileProblem(reason: denied ? "cannot be read: permission denied" : "cannot be read", underlying: error)
+        guard Int(info.st_size) <= limit else { throw FileProblem(reason: "is larger than \(limit >> 10) KiB") }
+        var data = [UInt8](repeating: 0, count: limit + 1)
+        var count = 0
+        while count < data.count {
+            let read = data.withUnsafeMutableBytes { Glibc.read(file.fd, $0.baseAddress! + count, $0.count - count) }
+            if read < 0, errno == EINTR { continue }
+            guard read >= 0 else { throw FileProblem(reason: "cannot be read: \(describe(errno))") }
+            if read == 0 { break }
+            count += read
         }
-        defer { try? handle.close() }
-        let data: Data
-        do {
-            data = try handle.read(upToCount: limit + 1) ?? Data()
-        } catch {
-            throw FileProblem(reason: "cannot be read", underlying: error)
+        // The file may have grown since fstat; keep the bound.
+        guard count <= limit else { throw FileProblem(reason: "is larger than \(limit >> 10) KiB") }
+        return Data(data[..<count])
+    }
+
+    static func describe(_ code: Int32) -> String {
+        switch code {
+        case EACCES, EPERM: return "permission denied"
+        default: return String(cString: strerror(code))
         }
-        guard data.count <= limit else { throw FileProblem(reason: "is larger than \(limit >> 10) KiB") }
-        return data
+    }
+
+    /// Owns one file descriptor opened for reading; closes it exactly once.
+    struct OpenFile: ~Copyable {
+        let fd: Int32
+
+        init(path: String) throws(FileProblem) {
+            let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+            guard fd >= 0 else {
+                let code = errno
+                switch code {
+                case ENOENT: throw FileProblem(reason: "does not exist")
+                case ENOTDIR: throw FileProblem(reason: "does not exist (a parent is not a directory)")
+                case ENXIO: throw FileProblem(reason: "is not a regular file (a FIFO or socket without a peer)")
+                default: throw FileProblem(reason: "cannot be opened: \(ProviderCatalog.describe(code))")
+                }
+            }
+            self.fd = fd
+        }
+
+        deinit { _ = close(fd) }
     }
 }

@@ -10,7 +10,8 @@ import Foundation
 ///
 /// Members are sorted; absent optionals are left out; times are seconds since 1970. Reading
 /// range-checks every number, so a file holding `"expiresAt": 1e300` is a typed `.storage` error,
-/// never a trap.
+/// never a trap, and checks every token's syntax (``TokenSyntax``), so an entry whose access token
+/// holds CR LF, or whose type is not Bearer, is a `.storage` error too.
 enum StoredEntry {
     static let version = 1
 
@@ -82,14 +83,22 @@ enum StoredEntry {
             throw fields.fail("grant is missing or unknown")
         }
         guard let issuedAt = try fields.date("issuedAt") else { throw fields.fail("issuedAt is missing") }
-        let idToken = try fields.string("idToken").map(Secret.init)
+        let accessToken = try fields.requiredString("accessToken")
+        let tokenType = try fields.requiredString("tokenType")
+        let refreshToken = try fields.string("refreshToken")
+        let rawIDToken = try fields.string("idToken")
+        // Entries written before tokens were checked are checked on the way out: one holding CR LF
+        // is refused here, never printed by `authflow token` or put in a header.
+        try TokenSyntax.check(accessToken: accessToken, tokenType: tokenType, refreshToken: refreshToken, idToken: rawIDToken,
+                              names: ("accessToken", "tokenType", "refreshToken", "idToken"), fail: fields.fail)
+        let idToken = rawIDToken.map(Secret.init)
         var validated: IDToken?
         if let idToken, try fields.bool("idTokenValidated") == true {
             do { validated = try IDToken(storedToken: idToken) } catch { throw corrupted("tokens.idToken is not a JWT with the required claims") }
         }
         return TokenSet(
-            providerID: providerID, accessToken: Secret(try fields.requiredString("accessToken")),
-            tokenType: try fields.requiredString("tokenType"), refreshToken: try fields.string("refreshToken").map(Secret.init),
+            providerID: providerID, accessToken: Secret(accessToken),
+            tokenType: tokenType, refreshToken: refreshToken.map(Secret.init),
             idToken: idToken, validatedIDToken: validated, scopes: try fields.strings("scopes") ?? [],
             issuedAt: issuedAt, expiresAt: try fields.date("expiresAt"), grant: grant,
             needsReauthorization: try fields.bool("needsReauthorization") ?? false)
