@@ -14,6 +14,8 @@ let package = Package(
         .library(name: "OAuthFlow", targets: ["OAuthFlow"]),
         .library(name: "OAuthFlowURLSession", targets: ["OAuthFlowURLSession"]),
         .library(name: "OAuthFlowTesting", targets: ["OAuthFlowTesting"]),
+        // The fleet store over the system libpq, a product of its own so the core never links libpq.
+        .library(name: "OAuthFlowPostgres", targets: ["OAuthFlowPostgres"]),
         .executable(name: "authflow", targets: ["authflow"]),
     ],
     targets: [
@@ -32,7 +34,13 @@ let package = Package(
         .target(name: "OAuthFlowURLSession", dependencies: ["OAuthFlow"], swiftSettings: strictSettings),
         .target(name: "OAuthFlowTesting", dependencies: ["OAuthFlow", "OAuthFlowURLSession"], swiftSettings: strictSettings),
         // Not OAuthFlowTesting: that links FoundationNetworking, which `authflow token` must not load.
-        .target(name: "AuthflowCLI", dependencies: ["OAuthFlow"], swiftSettings: strictSettings),
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        .target(name: "OAuthFlowPostgres", dependencies: ["OAuthFlow", "CLibPQ"], swiftSettings: strictSettings),
+        .target(name: "AuthflowCLI", dependencies: ["OAuthFlow", "OAuthFlowPostgres"], swiftSettings: strictSettings),
         .executableTarget(
             name: "authflow",
             dependencies: ["AuthflowCLI"],
@@ -46,7 +54,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "oauthflow-bench",
-            dependencies: ["OAuthFlow", "CCurl"],
+            dependencies: ["OAuthFlow", "CCurl", "OAuthFlowPostgres"],
             path: "Benchmarks/oauthflow-bench",
             swiftSettings: strictSettings
         ),
@@ -62,6 +70,19 @@ let package = Package(
             // "authflow" is listed so that `swift test` builds the binary the CLI integration test runs.
             dependencies: ["OAuthFlow", "OAuthFlowURLSession", "OAuthFlowTesting", "authflow", "TestSupport"],
             exclude: ["Server", "README.md"],
+            swiftSettings: strictSettings
+        ),
+            // Test-only: one fleet member per process for the PostgreSQL store tests. Not a product.
+        .executableTarget(
+            name: "pg-fleet-member",
+            dependencies: ["OAuthFlow", "OAuthFlowPostgres"],
+            path: "Tests/PostgresFleetMember",
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "PostgresTests",
+            // "pg-fleet-member" and "authflow" are listed so that `swift test` builds the binaries the tests run.
+            dependencies: ["OAuthFlow", "OAuthFlowPostgres", "TestSupport", "pg-fleet-member", "authflow"],
             swiftSettings: strictSettings
         ),
     ]

@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-undocumented=$(swift format lint -r Sources/OAuthFlow Sources/OAuthFlowURLSession Sources/OAuthFlowTesting 2>&1 | grep AllPublicDeclarationsHaveDocumentation || true)
+undocumented=$(swift format lint -r Sources/OAuthFlow Sources/OAuthFlowURLSession Sources/OAuthFlowTesting Sources/OAuthFlowPostgres 2>&1 | grep AllPublicDeclarationsHaveDocumentation || true)
 if [ -n "$undocumented" ]; then
     echo "public declarations without documentation:"
     echo "$undocumented"

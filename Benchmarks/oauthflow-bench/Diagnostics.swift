@@ -16,6 +16,7 @@ import Dispatch
 import Foundation
 import Glibc
 import OAuthFlow
+import OAuthFlowPostgres
 import Synchronization
 
 /// The token body nginx returns (what every fetch parses).
@@ -411,4 +412,50 @@ func timeCPU(_ config: Config, _ label: String, count: Int, _ body: () -> Int) {
     if sink == 42 { warn("") }
     config.result("\(label)_ns_per_op", elapsed / Double(count))
     config.result("\(label)_cpu_ns_per_op", cpu / Double(count))
+}
+
+// MARK: - diag-fleet: what the PostgreSQL fleet store adds to a refresh
+
+/// `diag-fleet`: `AuthFlow.refresh(provider:)` of a client-credentials provider (a re-fetch under the
+/// store's lock) with a `MemorySecretStore` (the bare fetch) and with a `PostgresSecretStore`
+/// (advisory lock + load + sealed save in one transaction), both over the raw socket transport;
+/// then the store's part alone. `BENCH_PG` is the libpq connection string (table `oauthflow_bench`).
+func runDiagFleet(_ config: Config) async -> Int32 {
+    let conninfo = Config.env("BENCH_PG", "")
+    guard !conninfo.isEmpty, let url = URL(string: config.tokenURL), let raw = RawSocketTransport(url: url),
+          let provider = makeProvider(config) else {
+        warn("diag-fleet needs BENCH_PG (a libpq connection string) and an http:// BENCH_TOKEN_URL")
+        return 1
+    }
+    do {
+        let store = try PostgresSecretStore(connection: conninfo, encryption: EntryEncryption(key: StoreKey.generate()),
+                                            options: .init(table: "oauthflow_bench"))
+        let bare = try await AuthFlow(providers: [provider], store: MemorySecretStore(), transport: raw)
+        let fleet = try await AuthFlow(providers: [provider], store: store, transport: raw)
+        try await bare.clientCredentials(provider: providerID)
+        try await fleet.clientCredentials(provider: providerID)
+        await timeSequential(config, "fleet_bare_refresh", count: config.m1N, warmup: config.warmup) {
+            do { return try await bare.refresh(provider: providerID).grant == .clientCredentials } catch { reportFirstError(error); return false }
+        }
+        await timeSequential(config, "fleet_pg_refresh", count: config.m1N, warmup: config.warmup) {
+            do { return try await fleet.refresh(provider: providerID).grant == .clientCredentials } catch { reportFirstError(error); return false }
+        }
+        await timeSequential(config, "fleet_pg_lock_load_save", count: config.m1N, warmup: config.warmup) {
+            do {
+                return try await store.withExclusiveAccess(to: providerID) { () async throws(OAuthError) -> Bool in
+                    guard let data = try await store.load(providerID) else { return false }
+                    try await store.save(data, for: providerID)
+                    return true
+                }
+            } catch {
+                reportFirstError(error)
+                return false
+            }
+        }
+        try await store.delete(providerID)
+        return 0
+    } catch {
+        warn("diag-fleet failed: \(error)")
+        return 1
+    }
 }

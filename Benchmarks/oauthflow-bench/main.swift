@@ -2,7 +2,7 @@
 // its README). Usage: `oauthflow-bench <mode>`, mode in m1 m2 m3 m4 pkce m5, plus the diagnostic
 // modes `diag-m2` (M2 through a transport wrapper that counts requests in flight), `diag-seq`
 // (M1 split into transport-only and AuthFlow-overhead timings), `diag-transports` and
-// `diag-authflow-raw`, `diag-pkce`, `diag-idtoken` (see Diagnostics.swift). Exit 3 = unknown mode.
+// `diag-authflow-raw`, `diag-fleet`, `diag-pkce`, `diag-idtoken` (see Diagnostics.swift). Exit 3 = unknown mode.
 //
 // Everything goes through OAuthFlow's public API: AuthFlow.clientCredentials(provider:) for a
 // fresh fetch (a real HTTP request each, client_secret_basic), AuthFlow.accessToken(for:) for the
@@ -498,12 +498,12 @@ let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : ""
 if mode == "m5" { exit(runM5()) }
 
-let asyncModes: Set<String> = ["m1", "m2", "m3", "m4", "diag-m2", "diag-seq", "diag-transports", "diag-authflow-raw"]
+let asyncModes: Set<String> = ["m1", "m2", "m3", "m4", "diag-m2", "diag-seq", "diag-transports", "diag-authflow-raw", "diag-fleet"]
 if mode == "pkce" { exit(runPKCE(Config.load())) }
 if mode == "diag-pkce" { exit(runDiagPKCE(Config.load())) }
 if mode == "diag-idtoken" { exit(runDiagIDToken(Config.load())) }
 guard asyncModes.contains(mode) else {
-    warn("mode \"\(mode)\" is not supported (modes: m1 m2 m3 m4 pkce m5 diag-m2 diag-seq diag-transports diag-authflow-raw diag-pkce diag-idtoken)")
+    warn("mode \"\(mode)\" is not supported (modes: m1 m2 m3 m4 pkce m5 diag-m2 diag-seq diag-transports diag-authflow-raw diag-fleet diag-pkce diag-idtoken)")
     exit(3)
 }
 
@@ -520,6 +520,7 @@ Task.detached { [mode] in
     case "m4": code = await runM4(config)
     case "diag-transports": code = await runDiagTransports(config)
     case "diag-authflow-raw": code = await runDiagAuthFlowRaw(config)
+    case "diag-fleet": code = await runDiagFleet(config)
     default: code = await runDiagSequential(config)
     }
     status.store(code, ordering: .relaxed)

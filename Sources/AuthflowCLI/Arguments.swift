@@ -4,24 +4,27 @@ import OAuthFlow
 public struct Invocation: Sendable, Equatable {
     /// `--config FILE`, when given.
     public var configPath: String?
-    /// `--store DIR`, when given.
+    /// `--store DIR` or `--store postgresql://…`, when given.
     public var storePath: String?
     /// `--store-key-file FILE`, when given: the key that encrypts the store's entries.
     public var storeKeyPath: String?
     /// `--store-previous-key-file FILE` values, in order: older keys still accepted for reading.
     public var previousStoreKeyPaths: [String]
+    /// `--store-plaintext`: a database store may keep entries unencrypted (no key given).
+    public var storePlaintext: Bool
     /// The command to run.
     public var command: Command
 
     /// Creates an invocation.
     public init(
         configPath: String? = nil, storePath: String? = nil, storeKeyPath: String? = nil, previousStoreKeyPaths: [String] = [],
-        command: Command
+        storePlaintext: Bool = false, command: Command
     ) {
         self.configPath = configPath
         self.storePath = storePath
         self.storeKeyPath = storeKeyPath
         self.previousStoreKeyPaths = previousStoreKeyPaths
+        self.storePlaintext = storePlaintext
         self.command = command
     }
 }
@@ -131,8 +134,8 @@ extension Authflow {
 
     /// Parses the arguments after the program name.
     ///
-    /// Global options (`--config`, `--store`, `--store-key-file`, `--store-previous-key-file`) may
-    /// come before or after the command; `--` ends
+    /// Global options (`--config`, `--store`, `--store-key-file`, `--store-previous-key-file`,
+    /// `--store-plaintext`) may come before or after the command; `--` ends
     /// options. `--help` anywhere asks for the command's help.
     /// - Throws: ``UsageError`` for anything that cannot be run.
     public static func parse(_ arguments: [String]) throws(UsageError) -> Invocation {
@@ -140,6 +143,7 @@ extension Authflow {
         var storePath: String?
         var storeKeyPath: String?
         var previousStoreKeyPaths: [String] = []
+        var storePlaintext = false
         var commandName: String?
         var positionals: [String] = []
         var options: [(name: String, value: String?)] = []
@@ -179,7 +183,7 @@ extension Authflow {
                 guard let value, !value.isEmpty else { throw UsageError("--config needs a file", command: commandName) }
                 configPath = value
             case "--store":
-                guard let value, !value.isEmpty else { throw UsageError("--store needs a directory", command: commandName) }
+                guard let value, !value.isEmpty else { throw UsageError("--store needs a directory or a postgresql:// URI", command: commandName) }
                 storePath = value
             case "--store-key-file":
                 guard let value, !value.isEmpty else { throw UsageError("--store-key-file needs a file", command: commandName) }
@@ -187,13 +191,14 @@ extension Authflow {
             case "--store-previous-key-file":
                 guard let value, !value.isEmpty else { throw UsageError("--store-previous-key-file needs a file", command: commandName) }
                 previousStoreKeyPaths.append(value)
+            case "--store-plaintext": storePlaintext = true
             default: options.append((name, value))
             }
         }
 
         func invocation(_ command: Command) -> Invocation {
             Invocation(configPath: configPath, storePath: storePath, storeKeyPath: storeKeyPath,
-                       previousStoreKeyPaths: previousStoreKeyPaths, command: command)
+                       previousStoreKeyPaths: previousStoreKeyPaths, storePlaintext: storePlaintext, command: command)
         }
         if wantsHelp {
             if let commandName, commandName != "help", !commandNames.contains(commandName) {

@@ -2,6 +2,7 @@ public import Foundation
 import Dispatch
 import Glibc
 public import OAuthFlow
+import OAuthFlowPostgres
 import Synchronization
 
 /// The `authflow` command-line tool: parse, call the library, print, exit.
@@ -235,15 +236,37 @@ struct Context: Sendable {
         throw .usage(UsageError("no provider '\(id)' in \(url.path)\(known)", command: invocation.command.name))
     }
 
-    func store() throws(CLIError) -> FileSecretStore {
-        let directory = try storeURL()
+    /// The file store, or the PostgreSQL fleet store when `--store` / `$AUTHFLOW_STORE` is a
+    /// `postgresql://` (or `postgres://`) URI. The database store needs a key (`--store-key-file`)
+    /// or `--store-plaintext`; the URI's password (or `PGPASSWORD`, `~/.pgpass`) is never printed.
+    func store() throws(CLIError) -> any SecretStore {
         let encryption = try storeEncryption()
+        if encryption != nil, invocation.storePlaintext {
+            throw .usage(UsageError("--store-plaintext and a store key exclude each other; choose one", command: invocation.command.name))
+        }
+        if let connection = databaseStore() {
+            do {
+                return try PostgresSecretStore(
+                    connection: connection, encryption: encryption, allowPlaintext: invocation.storePlaintext,
+                    options: .init(lockTimeout: services.lockTimeout, connectTimeout: 5), environment: environment)
+            } catch {
+                throw .oauth(error, provider: nil)
+            }
+        }
+        let directory = try storeURL()
         do {
             return try FileSecretStore(directory: directory, environment: environment, lockTimeout: services.lockTimeout,
                                        encryption: encryption)
         } catch {
             throw .oauth(error, provider: nil)
         }
+    }
+
+    /// The connection string when the store is a database: `--store`, else `$AUTHFLOW_STORE`, starting `postgresql://` or `postgres://`.
+    func databaseStore() -> String? {
+        let location = invocation.storePath ?? environment["AUTHFLOW_STORE"].flatMap { $0.isEmpty ? nil : $0 }
+        guard let location, location.hasPrefix("postgresql://") || location.hasPrefix("postgres://") else { return nil }
+        return location
     }
 
     /// `--store-key-file`, else `$AUTHFLOW_STORE_KEY_FILE`, with any `--store-previous-key-file`; nil: no encryption.

@@ -1,4 +1,5 @@
 public import OAuthFlow
+import OAuthFlowPostgres
 
 /// The process exit statuses of `authflow` (the BSD `sysexits.h` values, plus 130 for Ctrl-C).
 public enum ExitCode: Int32, Sendable, CaseIterable, CustomStringConvertible {
@@ -21,6 +22,11 @@ public enum ExitCode: Int32, Sendable, CaseIterable, CustomStringConvertible {
 
     /// The status for an ``OAuthError``: its code first, then its recovery.
     public init(_ error: OAuthError) {
+        // A database store that is down, restarting or busy is temporary, whatever the code.
+        if let failure = error.underlying as? PostgresStoreFailure, failure.isTemporary {
+            self = .temporaryFailure
+            return
+        }
         switch error.code {
         case .cancelled: self = .interrupted
         case .transport: self = .unavailable

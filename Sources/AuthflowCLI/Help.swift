@@ -85,6 +85,10 @@ extension Authflow {
             token may stay valid at the provider until it expires.
 
               --local   delete the stored tokens without contacting the provider
+
+            With a postgresql:// store the entry is deleted for every process and machine that
+            shares the database (each authflow run keeps no copy of its own), and a refresh in
+            flight elsewhere cannot store the login again.
             """
         case "discover":
             body = """
@@ -131,6 +135,11 @@ extension Authflow {
         Options:
           --config FILE    the provider catalog (JSON; see Documentation/Catalog.md)
           --store DIR      the token store directory (created with mode 0700)
+          --store postgresql://[USER[:PASSWORD]@]HOST[:PORT]/DB[?sslmode=…]
+                           a PostgreSQL fleet store shared by many machines (one refresh for all); needs
+                           --store-key-file or --store-plaintext; the password may come from PGPASSWORD or ~/.pgpass
+          --store-plaintext
+                           let a database store keep entries unencrypted (no key)
           --store-key-file FILE
                            encrypt the store's entries (AES-256-GCM) with the key in FILE: 32 random bytes,
                            raw or as 64 hex characters, mode 0600 (make one: umask 077; openssl rand -hex 32 > FILE)
@@ -142,8 +151,10 @@ extension Authflow {
         Environment:
           AUTHFLOW_CONFIG    the catalog when --config is not given; else $XDG_CONFIG_HOME/authflow/providers.json,
                              else ~/.config/authflow/providers.json
-          AUTHFLOW_STORE     the store when --store is not given; else $XDG_STATE_HOME/authflow,
-                             else ~/.local/state/authflow
+          AUTHFLOW_STORE     the store (a directory or a postgresql:// URI) when --store is not given;
+                             else $XDG_STATE_HOME/authflow, else ~/.local/state/authflow
+          PGPASSWORD, PGSERVICE, PGSSLMODE, …
+                             read by libpq for a postgresql:// store, as libpq documents them
           AUTHFLOW_STORE_KEY_FILE
                              the store key file when --store-key-file is not given; unset: entries are not encrypted
           DISPLAY, WAYLAND_DISPLAY

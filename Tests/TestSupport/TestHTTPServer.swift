@@ -17,6 +17,8 @@ public final class TestHTTPServer: Sendable {
         public var headers: [String: String] = [:]
         /// Sends no `Content-Length` and ends the body by closing the connection.
         public var closeDelimited = false
+        /// Waits this long before answering (the server answers one request at a time meanwhile).
+        public var delay: Duration = .zero
 
         /// A reply with any status, body and headers.
         public init(status: Int, body: String, headers: [String: String] = [:], closeDelimited: Bool = false) {
@@ -24,6 +26,13 @@ public final class TestHTTPServer: Sendable {
             self.body = body
             self.headers = headers
             self.closeDelimited = closeDelimited
+        }
+
+        /// The same reply, sent after `delay`.
+        public func delayed(_ delay: Duration) -> Reply {
+            var copy = self
+            copy.delay = delay
+            return copy
         }
 
         /// A JSON body.
@@ -185,6 +194,7 @@ public final class TestHTTPServer: Sendable {
             }
             return inner.last[path] ?? Reply(status: 404, body: #"{"error":"not_found"}"#)
         }
+        if reply.delay > .zero { Thread.sleep(forTimeInterval: Double(reply.delay.components.seconds) + Double(reply.delay.components.attoseconds) / 1e18) }
         let body = Array(reply.body.utf8)
         let persistent = keepAlive && !reply.closeDelimited
         var response = "HTTP/1.1 \(reply.status) X\r\nContent-Type: application/json\r\nConnection: \(persistent ? "keep-alive" : "close")\r\n"

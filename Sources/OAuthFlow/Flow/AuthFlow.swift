@@ -108,6 +108,7 @@ public actor AuthFlow {
         self.options = options
         self.logger = Logger(sink: options.log)
         if options.restoresAtStart { try await restore() }
+        watchInvalidations()
     }
 
     /// Creates a flow from a JSON provider catalog file (see ``ProviderCatalog``).
@@ -145,7 +146,29 @@ public actor AuthFlow {
         return error
     }
 
-    deinit { broadcaster.finish() }
+    deinit {
+        invalidationWatch?.cancel()
+        broadcaster.finish()
+    }
+
+    // MARK: Deletions by other processes (stores that notify, such as the PostgreSQL fleet store)
+
+    private var invalidationWatch: Task<Void, Never>?
+
+    /// Drops the in-memory tokens of every key the store reports deleted elsewhere, publishing `.empty`.
+    private func watchInvalidations() {
+        guard let stream = store.invalidations() else { return }
+        invalidationWatch = Task { [weak self] in
+            for await key in stream { await self?.forgetDeletedElsewhere(key) }
+        }
+    }
+
+    private func forgetDeletedElsewhere(_ key: String) {
+        guard tokens[key] != nil else { return }
+        tokens[key] = nil
+        logger.info(key, "logged out by another process; the local copy is dropped")
+        publish(.empty)
+    }
 
     // MARK: Providers and stored authorizations
 

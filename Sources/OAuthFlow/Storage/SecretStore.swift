@@ -40,6 +40,14 @@ public protocol SecretStore: Sendable {
     func withExclusiveAccess<T: Sendable>(
         to key: String, _ body: @Sendable () async throws(OAuthError) -> T
     ) async throws(OAuthError) -> T
+    /// Keys whose entries another process deleted (a logout), as they happen; nil when the store
+    /// cannot tell. ``AuthFlow`` subscribes and drops its in-memory copy of each key.
+    func invalidations() -> AsyncStream<String>?
+}
+
+extension SecretStore {
+    /// No invalidations: the default for stores that are not shared between processes, or cannot notify.
+    public func invalidations() -> AsyncStream<String>? { nil }
 }
 
 /// A ``SecretStore`` in memory: nothing survives the process.
