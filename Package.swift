@@ -54,7 +54,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "oauthflow-bench",
-            dependencies: ["OAuthFlow", "CCurl", "OAuthFlowPostgres"],
+            dependencies: ["OAuthFlow", "CCurl", "COpenSSL", "OAuthFlowPostgres"],
             path: "Benchmarks/oauthflow-bench",
             swiftSettings: strictSettings
         ),

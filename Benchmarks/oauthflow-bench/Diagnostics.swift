@@ -12,6 +12,7 @@
 // `diag-authflow-raw`: only the authflow+rawsocket loop, for profiling.
 
 internal import CCurl
+internal import COpenSSL
 import Dispatch
 import Foundation
 import Glibc
@@ -324,6 +325,24 @@ func base64URLViaBytes(_ bytes: [UInt8]) -> String {
 func runDiagPKCE(_ config: Config) -> Int32 {
     let n = min(config.pkceN, 50_000)
     timeMicro(config, "pkce_init", count: n) { ((try? PKCE())?.challenge.utf8.count) ?? 0 }
+    // The random and digest choices PKCE() made, measured side by side (CPU time as well: a busy
+    // machine disturbs it less).
+    var random = [UInt8](repeating: 0, count: 64)
+    timeCPU(config, "random32_getrandom", count: n) {
+        random.withUnsafeMutableBytes { Int(c_oauthflow_getrandom($0.baseAddress, 32)) + 1 }
+    }
+    timeCPU(config, "random32_RAND_bytes", count: n) {
+        random.withUnsafeMutableBytes { Int(RAND_bytes($0.baseAddress!.assumingMemoryBound(to: UInt8.self), 32)) }
+    }
+    let sha256 = EVP_MD_fetch(nil, "SHA256", nil)
+    var length: UInt32 = 0
+    timeCPU(config, "sha256_43_EVP_Digest_fetched", count: n) {
+        random.withUnsafeMutableBytes { Int(EVP_Digest($0.baseAddress, 43, $0.baseAddress!.assumingMemoryBound(to: UInt8.self), &length, sha256, nil)) }
+    }
+    timeCPU(config, "sha256_43_SHA256_one_shot", count: n) {
+        random.withUnsafeMutableBytes { Int(c_oauthflow_sha256($0.baseAddress, 43, $0.baseAddress!.assumingMemoryBound(to: UInt8.self))) }
+    }
+    EVP_MD_free(sha256)
     let verifier = Secret("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk")
     timeMicro(config, "pkce_init_verifier", count: n) { ((try? PKCE(verifier: verifier))?.challenge.utf8.count) ?? 0 }
     let bytes = (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 73 &+ 41) }  // mixed bytes, some "+" and "/"

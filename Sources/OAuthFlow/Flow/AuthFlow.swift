@@ -531,16 +531,16 @@ public actor AuthFlow {
     /// `Authorization: Bearer` header (RFC 6750 §2.1).
     /// - Throws: ``OAuthError`` `.reauthorizationRequired` when nothing is stored or the refresh
     ///   token was rejected; `.transport` (retry later); `.storage`.
-    public nonisolated func accessToken(for provider: String) async throws(OAuthError) -> Secret {
+    nonisolated(nonsending) public func accessToken(for provider: String) async throws(OAuthError) -> Secret {
         // The hot path: one clock read, then the provider's slot lock held for one copy; no actor
-        // hop, and no lock a refresh holds.
+        // hop, no executor switch (nonsending), and no lock a refresh holds.
         if let token = tokens.freshAccessToken(provider, at: options.now()) { return token }
         return try await renewShared(provider, force: false).accessToken
     }
 
     /// The full valid token set for `provider`, refreshed when needed (see ``accessToken(for:)``).
     /// - Throws: the same as ``accessToken(for:)``.
-    public nonisolated func tokenSet(for provider: String) async throws(OAuthError) -> TokenSet {
+    nonisolated(nonsending) public func tokenSet(for provider: String) async throws(OAuthError) -> TokenSet {
         // The fast path reads the provider's slot, without a hop onto the actor.
         if let set = tokens.slot(provider)?.freshSet(at: options.now().timeIntervalSince1970) { return set }
         return try await renewShared(provider, force: false)

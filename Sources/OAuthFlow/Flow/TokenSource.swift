@@ -37,15 +37,16 @@ public struct TokenSource: Sendable {
     /// Put it in an `Authorization: Bearer` header (RFC 6750 §2.1), or let ``AuthorizingTransport`` do it.
     /// - Throws: ``OAuthError`` as ``AuthFlow/accessToken(for:)``: `.reauthorizationRequired`,
     ///   `.transport` (retry later), `.storage`, `.configuration` for a provider that is not configured.
-    public func token() async throws(OAuthError) -> Secret {
-        // One clock read; the slot's lock is held for one copy; no table lookup, no actor hop.
+    nonisolated(nonsending) public func token() async throws(OAuthError) -> Secret {
+        // One clock read; the slot's lock is held for one copy; no table lookup, no actor hop, and
+        // (nonsending) no executor switch: a cached token is answered on the caller's executor.
         if let token = slot?.freshToken(at: now().timeIntervalSince1970) { return token }
         return try await flow.renewShared(providerID, force: false).accessToken
     }
 
     /// The whole valid token set (token type, scopes, expiry), refreshed when needed.
     /// - Throws: the same as ``token()``.
-    public func tokenSet() async throws(OAuthError) -> TokenSet {
+    nonisolated(nonsending) public func tokenSet() async throws(OAuthError) -> TokenSet {
         if let set = slot?.freshSet(at: now().timeIntervalSince1970) { return set }
         return try await flow.renewShared(providerID, force: false)
     }

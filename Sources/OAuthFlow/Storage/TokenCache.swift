@@ -46,24 +46,37 @@ final class TokenCache: Sendable {
     }
 
     private let slots: [String: Slot]
+    /// The same slots in a list, searched instead of the table for a few providers: comparing a
+    /// short id is cheaper than hashing it.
+    private let list: [(id: String, slot: Slot)]
+    /// Up to this many providers, ``slot(_:)`` scans ``list``.
+    private static let scanLimit = 8
     /// ``AuthFlow/Options/refreshMargin``.
     let refreshMargin: TimeInterval
 
     init(providers: some Sequence<String>, refreshMargin: TimeInterval) {
         var slots: [String: Slot] = [:]
-        for id in providers { slots[id] = Slot() }
+        for id in providers where slots[id] == nil { slots[id] = Slot() }
         self.slots = slots
+        self.list = slots.map { (id: $0.key, slot: $0.value) }
         self.refreshMargin = refreshMargin
     }
 
     /// The slot of a configured provider.
-    func slot(_ provider: String) -> Slot? { slots[provider] }
+    @inline(__always)
+    func slot(_ provider: String) -> Slot? {
+        if list.count <= Self.scanLimit {
+            for entry in list where entry.id == provider { return entry.slot }
+            return nil
+        }
+        return slots[provider]
+    }
 
     /// The set held for `provider` (fresh or not). Setting a set for a provider that is not
     /// configured does nothing.
     subscript(provider: String) -> TokenSet? {
-        get { slots[provider]?.set }
-        set { slots[provider]?.store(newValue.map(entry)) }
+        get { slot(provider)?.set }
+        set { slot(provider)?.store(newValue.map(entry)) }
     }
 
     var all: [String: TokenSet] { slots.compactMapValues(\.set) }
@@ -71,7 +84,7 @@ final class TokenCache: Sendable {
     /// The access token of `provider` when fresh at `now`.
     @inline(__always)
     func freshAccessToken(_ provider: String, at now: Date) -> Secret? {
-        slots[provider]?.freshToken(at: now.timeIntervalSince1970)
+        slot(provider)?.freshToken(at: now.timeIntervalSince1970)
     }
 
     func removeAll() { for slot in slots.values { slot.store(nil) } }

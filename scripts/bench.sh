@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# OAuthFlow's rows of the peer benchmark, measured the way Documentation/Performance.md reports them:
+# a release build (static Swift runtime), the harness run BENCH_RUNS times (default 2) with
+# go-x-oauth2, oauthflow (oauthflow-bench) and authflow-cli (`authflow token` on a cached token),
+# the peak RSS of M2 for ours and Go's, then a markdown table of every run, the mean, and the
+# ratio to Go against each target of issue 8.
+#
+# usage: scripts/bench.sh [HARNESS_DIR]
+#   HARNESS_DIR   a writable copy of ../shared/bench; default $BENCH_HARNESS, else a copy made in
+#                 $TMPDIR/oauthflow-harness from ../shared/bench (next to this repository).
+# environment:
+#   BENCH_BUILD_DIR   SwiftPM scratch path for the release build (default $TMPDIR/oauthflow-bench-build;
+#                     outside the repository, so the repository's own .build is left alone)
+#   BENCH_RUNS        harness runs (default 2)
+#   BENCH_SKIP_BUILD  1: use the binaries already in BENCH_BUILD_DIR
+#   BENCH_PORT, BENCH_NGINX_PREFIX   passed to the harness (its defaults: 18080, /tmp/oauthbench-nginx)
+#   BENCH_REPORT      where the markdown goes as well as stdout (default $TMPDIR/oauthflow-bench-report.md)
+#
+# Everything runs on 127.0.0.1. The harness's nginx is started and stopped by the harness (and
+# here, briefly, to log the CLI in and to measure RSS); when it is already running, someone else
+# is measuring and this script stops rather than disturb them.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TMP="${TMPDIR:-/tmp}"
+HARNESS="${1:-${BENCH_HARNESS:-$TMP/oauthflow-harness}}"
+BUILD="${BENCH_BUILD_DIR:-$TMP/oauthflow-bench-build}"
+RUNS="${BENCH_RUNS:-2}"
+REPORT="${BENCH_REPORT:-$TMP/oauthflow-bench-report.md}"
+export BENCH_PORT="${BENCH_PORT:-18080}"
+export BENCH_NGINX_PREFIX="${BENCH_NGINX_PREFIX:-/tmp/oauthbench-nginx}"
+TOKEN_URL="http://127.0.0.1:$BENCH_PORT/token"
+
+say() { printf 'bench.sh: %s\n' "$*" >&2; }
+
+# 1. The harness copy.
+if [[ ! -x "$HARNESS/run-all.sh" ]]; then
+  SHARED="$REPO/../shared/bench"
+  [[ -x "$SHARED/run-all.sh" ]] || { say "no harness at $HARNESS and none at $SHARED to copy"; exit 2; }
+  say "copying $SHARED to $HARNESS"
+  mkdir -p "$(dirname "$HARNESS")"
+  cp -r "$SHARED" "$HARNESS"
+fi
+
+server_running() {
+  [[ -f "$BENCH_NGINX_PREFIX/nginx.pid" ]] && kill -0 "$(cat "$BENCH_NGINX_PREFIX/nginx.pid")" 2>/dev/null
+}
+if server_running; then
+  say "the harness's nginx is already running ($BENCH_NGINX_PREFIX): someone else is measuring; try again later"
+  exit 3
+fi
+
+# 2. Release build: static Swift runtime (see README, "Release build").
+if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
+  for product in oauthflow-bench authflow; do
+    say "building $product (release, --static-swift-stdlib) in $BUILD"
+    (cd "$REPO" && swift build -c release --static-swift-stdlib --scratch-path "$BUILD" --product "$product" 2>&1 \
+      | grep -E 'error|warning: |Compiling|Build complete' | grep -v 'mktemp' >&2) || true
+  done
+fi
+BIN="$BUILD/release"
+for binary in oauthflow-bench authflow; do
+  [[ -x "$BIN/$binary" ]] || { say "the build produced no $BIN/$binary"; exit 1; }
+done
+
+# 3. The CLI row: a catalog with provider "m5" (the harness appends the mode, so `authflow token m5`
+#    is what M5 runs) and a store holding its token, fetched once from the harness's endpoint.
+CLI="$TMP/oauthflow-bench-cli"
+rm -rf "$CLI"
+mkdir -p "$CLI"
+cat > "$CLI/providers.json" <<JSON
+[{"id": "m5", "clientID": "bench-client", "clientSecret": "bench-secret", "tokenURL": "$TOKEN_URL", "scopes": []}]
+JSON
+(cd "$HARNESS" && BENCH_SERVER_CPU="" ./server-start.sh >/dev/null)
+trap '(cd "$HARNESS" && ./server-stop.sh >/dev/null 2>&1) || true' EXIT
+if ! "$BIN/authflow" --config "$CLI/providers.json" --store "$CLI/store" login m5 --client-credentials >/dev/null 2>"$CLI/login.log"; then
+  say "authflow login failed:"; cat "$CLI/login.log" >&2; exit 1
+fi
+(cd "$HARNESS" && ./server-stop.sh >/dev/null)
+trap - EXIT
+
+TSV="$CLI/clients.tsv"
+printf 'oauthflow\t%s\n' "$BIN/oauthflow-bench" > "$TSV"
+printf 'authflow-cli\t%s token\tAUTHFLOW_CONFIG=%s AUTHFLOW_STORE=%s\n' "$BIN/authflow" "$CLI/providers.json" "$CLI/store" >> "$TSV"
+
+# Peak RSS of M2 (KiB): each client run once more, pinned like the harness pins it, the harness's
+# environment, its resident-set peak from getrusage(RUSAGE_CHILDREN).
+measure_rss() {
+  local pin=() server_cpu=""
+  if [[ "${BENCH_PIN:-1}" != 0 && "$(nproc)" -ge 2 ]]; then pin=(taskset -c 1); server_cpu=0; fi
+  (cd "$HARNESS" && BENCH_SERVER_CPU="$server_cpu" ./server-start.sh >/dev/null)
+  trap '(cd "$HARNESS" && ./server-stop.sh >/dev/null 2>&1) || true' EXIT
+  for client in go-x-oauth2:"$HARNESS/go/bin/go-x-oauth2" oauthflow:"$BIN/oauthflow-bench"; do
+    local name="${client%%:*}" binary="${client#*:}"
+    BENCH_NAME="$name" BENCH_TOKEN_URL="$TOKEN_URL" python3 - "$name" "${pin[@]}" "$binary" m2 <<'PY'
+import resource, subprocess, sys
+name, command = sys.argv[1], sys.argv[2:]
+subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, check=True)
+print(f"RESULT {name} m2_peak_rss_kb_external {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}")
+PY
+  done
+  (cd "$HARNESS" && ./server-stop.sh >/dev/null)
+  trap - EXIT
+}
+
+# 4. The harness runs, each followed by the RSS measurement.
+RESULTS=()
+for run in $(seq 1 "$RUNS"); do
+  say "harness run $run of $RUNS"
+  before="$(ls "$HARNESS/results/runs" 2>/dev/null | sort | tail -1 || true)"
+  (cd "$HARNESS" && BENCH_EXTRA_CLIENTS="$TSV" BENCH_ONLY=go-x-oauth2,oauthflow,authflow-cli ./run-all.sh >"$CLI/run-$run.log" 2>&1) \
+    || { say "run-all.sh failed; see $CLI/run-$run.log"; tail -20 "$CLI/run-$run.log" >&2; exit 1; }
+  latest="$(ls "$HARNESS/results/runs" | sort | tail -1)"
+  [[ "$latest" != "$before" ]] || { say "run-all.sh wrote no new run"; exit 1; }
+  say "measuring M2 peak RSS"
+  measure_rss >> "$HARNESS/results/runs/$latest/results.txt"
+  RESULTS+=("$HARNESS/results/runs/$latest")
+done
+
+# 5. The table.
+python3 - "${RESULTS[@]}" <<'PY' | tee "$REPORT"
+import json, os, re, sys
+runs = sys.argv[1:]
+def load(run):
+    values = {}
+    for line in open(os.path.join(run, "results.txt")):
+        m = re.match(r"RESULT\s+(\S+)\s+(\S+)\s+(\S+)\s*$", line)
+        if m:
+            try: values[(m.group(1), m.group(2))] = float(m.group(3))
+            except ValueError: pass
+    return values
+data = [load(r) for r in runs]
+meta = json.load(open(os.path.join(runs[0], "meta.json")))
+# (label, client, metric, Go metric, target op, target, unit, digits)
+rows = [
+    ("M1 fresh fetch, median", "oauthflow", "m1_median_us", "m1_median_us", "<=", 0.85, "µs", 1),
+    ("M2 64 concurrent callers", "oauthflow", "m2_fetch_per_s", "m2_fetch_per_s", ">=", 1.25, "fetch/s", 0),
+    ("M3 cached token", "oauthflow", "m3_ns_per_op", "m3_ns_per_op", "<=", 1.0, "ns", 1),
+    ("PKCE pair", "oauthflow", "pkce_ns_per_op", "pkce_ns_per_op", "<=", 1.0, "ns", 0),
+    ("M4 requests for 1,000 callers", "oauthflow", "m4_endpoint_hits", None, "==", 1, "", 0),
+    ("M5 `authflow token` (cached)", "authflow-cli", "m5_median_ms", "m5_median_ms", "<=", 1.5, "ms", 1),
+    ("M5 oauthflow-bench m5", "oauthflow", "m5_median_ms", "m5_median_ms", None, None, "ms", 1),
+    ("peak RSS in M2", "oauthflow", "m2_peak_rss_kb_external", "m2_peak_rss_kb_external", "<=", 1.5, "MiB", 1),
+]
+def fmt(v, digits, unit):
+    if v is None: return "–"
+    if unit == "MiB": v = v / 1024
+    return f"{v:,.{digits}f}"
+print(f"Machine: {meta.get('machine', '?')}\n")
+print("Versions: " + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items() if k in ("nginx", "go", "x/oauth2", "curl", "hyperfine")) + "\n")
+head = "| measure | " + " | ".join(f"run {i + 1}: Go | run {i + 1}: ours | run {i + 1}: ratio" for i in range(len(runs)))
+head += " | mean ratio | target | result |"
+print(head)
+print("|---|" + "---:|" * (3 * len(runs) + 1) + "---|---|")
+for label, client, metric, go_metric, op, target, unit, digits in rows:
+    cells, ratios = [], []
+    for d in data:
+        ours = d.get((client, metric))
+        go = d.get(("go-x-oauth2", go_metric)) if go_metric else None
+        ratio = ours / go if ours is not None and go else None
+        if ratio is not None: ratios.append(ratio)
+        cells += [fmt(go, digits, unit), fmt(ours, digits, unit), f"{ratio:.2f}×" if ratio is not None else "–"]
+    if op == "==":
+        values = [d.get((client, metric)) for d in data]
+        mean = None
+        ok = all(v == target for v in values)
+        verdict = "met" if ok else "missed"
+        target_text = f"exactly {target}"
+    elif op is None:
+        mean = sum(ratios) / len(ratios) if ratios else None
+        verdict, target_text = "(no target)", "–"
+    else:
+        mean = sum(ratios) / len(ratios) if ratios else None
+        target_text = f"{op} {target}×"
+        if mean is None:
+            verdict = "no data"
+        elif (op == "<=" and mean <= target) or (op == ">=" and mean >= target):
+            verdict = "met"
+        else:
+            miss = (mean / target - 1) * 100 if op == "<=" else (1 - mean / target) * 100
+            verdict = f"missed by {miss:.0f}%"
+    print(f"| {label} ({unit or 'count'}) | " + " | ".join(cells) + f" | {f'{mean:.2f}×' if mean is not None else '–'} | {target_text} | {verdict} |")
+print(f"\nRuns: {', '.join(os.path.basename(r) for r in runs)} (raw RESULT lines in each run's results.txt).")
+PY
+say "report written to $REPORT"
