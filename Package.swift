@@ -21,7 +21,7 @@ let package = Package(
     targets: [
         .systemLibrary(
             name: "COpenSSL",
-            pkgConfig: "openssl",
+            pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
         // Headers only: CurlTransport opens libcurl.so.4 with dlopen on its first request (see shim.h).

@@ -1,5 +1,19 @@
 import Foundation
+import Glibc
 import Synchronization
+
+/// The system's wall clock, read the cheap way for freshness checks.
+@usableFromInline
+enum SystemClock {
+    /// `CLOCK_REALTIME_COARSE` in seconds since 1970: the time of the last scheduler tick (1–4 ms
+    /// behind `CLOCK_REALTIME`), read from the vDSO without touching the TSC.
+    @usableFromInline
+    static func coarseSeconds() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME_COARSE, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+}
 
 /// The flow's token sets, one slot per configured provider, so that a cached token is answered
 /// without an actor hop and without any lock a refresh holds.
@@ -8,6 +22,7 @@ import Synchronization
 /// without a lock; each slot has its own `Mutex`, held only to copy a value in or out (nothing
 /// else, never a clock read or a callback). A refresh runs on the actor and under the store's lock
 /// and takes a slot's lock only to put the new set in.
+@usableFromInline
 final class TokenCache: Sendable {
     /// What the hot path needs, worked out once when a set is cached.
     struct Entry: Sendable {
@@ -20,11 +35,12 @@ final class TokenCache: Sendable {
     }
 
     /// One provider's cached set. A ``TokenSource`` keeps its slot, so its lookups skip the table.
+    @usableFromInline
     final class Slot: Sendable {
         private let entry = Mutex<Entry?>(nil)
 
         /// The access token while `now` (seconds since 1970) is before the renewal time.
-        @inline(__always)
+        @usableFromInline
         func freshToken(at now: Double) -> Secret? {
             entry.withLock { entry in
                 guard let entry, now < entry.renewAt else { return nil }
@@ -80,12 +96,6 @@ final class TokenCache: Sendable {
     }
 
     var all: [String: TokenSet] { slots.compactMapValues(\.set) }
-
-    /// The access token of `provider` when fresh at `now`.
-    @inline(__always)
-    func freshAccessToken(_ provider: String, at now: Date) -> Secret? {
-        slot(provider)?.freshToken(at: now.timeIntervalSince1970)
-    }
 
     func removeAll() { for slot in slots.values { slot.store(nil) } }
 

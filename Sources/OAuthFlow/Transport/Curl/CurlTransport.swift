@@ -405,6 +405,7 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi` and `activeCoun
     /// The header list built for the last request headers, reused while they repeat.
     private struct CachedHeaders {
         var headers: [(name: String, value: String)]
+        var sendsBody: Bool
         var list: CurlHeaderList
     }
     private let cachedHeaders = Mutex<CachedHeaders?>(nil)
@@ -426,7 +427,8 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi` and `activeCoun
     /// A transfer for `request` on an idle handle (or a new one) with the header list it needs.
     /// - Throws: ``OAuthError`` `.configuration` for a malformed method or header; `.transport` when libcurl cannot allocate.
     func transfer(for request: HTTPRequest) throws(OAuthError) -> CurlTransfer {
-        let list = try headerList(for: request.headers)
+        let sendsBody = !(request.body == nil && (request.method == "GET" || request.method == "HEAD"))
+        let list = try headerList(for: request.headers, sendsBody: sendsBody)
         let easy: CurlEasyHandle
         if let idle = idleHandles.withLock({ $0.popLast() }) {
             easy = idle
@@ -439,10 +441,14 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi` and `activeCoun
     }
 
     /// The `curl_slist` for `headers` plus `Expect:` (no 100-continue round trip), reused when the
-    /// headers are those of the previous request.
-    private func headerList(for headers: [(name: String, value: String)]) throws(OAuthError) -> CurlHeaderList {
+    /// headers (and whether a body is sent) are those of the previous request.
+    ///
+    /// With a body, `Content-Type: application/x-www-form-urlencoded` is left to libcurl, which
+    /// sends exactly that line for a POST without a `Content-Type` of its own (and copies it
+    /// without formatting each byte, as it does a custom header line).
+    private func headerList(for headers: [(name: String, value: String)], sendsBody: Bool) throws(OAuthError) -> CurlHeaderList {
         if let cached = cachedHeaders.withLock({ cached -> CurlHeaderList? in
-            guard let cached, Self.same(cached.headers, headers) else { return nil }
+            guard let cached, cached.sendsBody == sendsBody, Self.same(cached.headers, headers) else { return nil }
             return cached.list
         }) {
             return cached
@@ -455,6 +461,9 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi` and `activeCoun
                 throw OAuthError(.configuration, message: "the request header \"\(CurlTransfer.printable(header.name))\" is malformed")
             }
             if Self.equalsIgnoringCase(header.name, "expect") { hasExpect = true }
+            if sendsBody, Self.equalsIgnoringCase(header.name, "content-type"), header.value == "application/x-www-form-urlencoded" {
+                continue
+            }
             // "Name;" is libcurl's spelling of an empty value ("Name:" would remove the header).
             let line = header.value.isEmpty ? header.name + ";" : header.name + ": " + header.value
             guard list.append(line) else { throw OAuthError(.transport, message: "libcurl could not allocate a header") }
@@ -462,7 +471,7 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi` and `activeCoun
         if !hasExpect {
             guard list.append("Expect:") else { throw OAuthError(.transport, message: "libcurl could not allocate a header") }
         }
-        cachedHeaders.withLock { $0 = CachedHeaders(headers: headers, list: list) }
+        cachedHeaders.withLock { $0 = CachedHeaders(headers: headers, sendsBody: sendsBody, list: list) }
         return list
     }
 
