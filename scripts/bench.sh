@@ -15,10 +15,12 @@
 #   BENCH_SKIP_BUILD  1: use the binaries already in BENCH_BUILD_DIR
 #   BENCH_PORT, BENCH_NGINX_PREFIX   passed to the harness (its defaults: 18080, /tmp/oauthbench-nginx)
 #   BENCH_REPORT      where the markdown goes as well as stdout (default $TMPDIR/oauthflow-bench-report.md)
+#   BENCH_ALSO        more harness rows for the same runs, comma-separated (default curl-keepalive,c-rawsock:
+#                     libcurl's own CLI and the raw-socket floor, what bounds M1 and M2; empty for none)
 #
 # Everything runs on 127.0.0.1. The harness's nginx is started and stopped by the harness (and
-# here, briefly, to log the CLI in and to measure RSS); when it is already running, someone else
-# is measuring and this script stops rather than disturb them.
+# here, briefly, to measure RSS); when it is already running, someone else is measuring and this
+# script stops rather than disturb them. The CLI logs in once against a one-shot loopback endpoint.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,6 +28,8 @@ TMP="${TMPDIR:-/tmp}"
 HARNESS="${1:-${BENCH_HARNESS:-$TMP/oauthflow-harness}}"
 BUILD="${BENCH_BUILD_DIR:-$TMP/oauthflow-bench-build}"
 RUNS="${BENCH_RUNS:-2}"
+ALSO="${BENCH_ALSO-curl-keepalive,c-rawsock}"
+ONLY="go-x-oauth2,oauthflow,authflow-cli${ALSO:+,$ALSO}"
 REPORT="${BENCH_REPORT:-$TMP/oauthflow-bench-report.md}"
 export BENCH_PORT="${BENCH_PORT:-18080}"
 export BENCH_NGINX_PREFIX="${BENCH_NGINX_PREFIX:-/tmp/oauthbench-nginx}"
@@ -64,20 +68,43 @@ for binary in oauthflow-bench authflow; do
 done
 
 # 3. The CLI row: a catalog with provider "m5" (the harness appends the mode, so `authflow token m5`
-#    is what M5 runs) and a store holding its token, fetched once from the harness's endpoint.
+#    is what M5 runs) and a store holding a token for it. M5 checks that the printed line is the
+#    token of the harness's BENCH_TOKEN_FILE, so `authflow login` fetches exactly that token from a
+#    one-shot loopback endpoint (the harness's nginx answers with another one).
+WANT="$(grep -o 'bench-cached-access-token-[0-9a-f]*' "$HARNESS/lib/driver.py" | head -1)"
+[[ -n "$WANT" ]] || { say "cannot find the M5 token in $HARNESS/lib/driver.py"; exit 1; }
 CLI="$TMP/oauthflow-bench-cli"
 rm -rf "$CLI"
 mkdir -p "$CLI"
+python3 - "$CLI/port" "$WANT" <<'PY' &
+import http.server, json, sys
+port_file, token = sys.argv[1], sys.argv[2]
+class Token(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = json.dumps({"access_token": token, "token_type": "Bearer", "expires_in": 86400 * 300}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args): pass
+server = http.server.HTTPServer(("127.0.0.1", 0), Token)
+server.timeout = 30
+open(port_file, "w").write(str(server.server_address[1]))
+server.handle_request()   # one login, then exit (or give up after 30 s)
+PY
+SERVER=$!
+for _ in $(seq 1 100); do [[ -s "$CLI/port" ]] && break; sleep 0.1; done
 cat > "$CLI/providers.json" <<JSON
-[{"id": "m5", "clientID": "bench-client", "clientSecret": "bench-secret", "tokenURL": "$TOKEN_URL", "scopes": []}]
+[{"id": "m5", "clientID": "bench-client", "clientSecret": "bench-secret", "tokenURL": "http://127.0.0.1:$(cat "$CLI/port")/token", "scopes": []}]
 JSON
-(cd "$HARNESS" && BENCH_SERVER_CPU="" ./server-start.sh >/dev/null)
-trap '(cd "$HARNESS" && ./server-stop.sh >/dev/null 2>&1) || true' EXIT
 if ! "$BIN/authflow" --config "$CLI/providers.json" --store "$CLI/store" login m5 --client-credentials >/dev/null 2>"$CLI/login.log"; then
-  say "authflow login failed:"; cat "$CLI/login.log" >&2; exit 1
+  say "authflow login failed:"; cat "$CLI/login.log" >&2; kill "$SERVER" 2>/dev/null; exit 1
 fi
-(cd "$HARNESS" && ./server-stop.sh >/dev/null)
-trap - EXIT
+wait "$SERVER" 2>/dev/null || true
+[[ "$(AUTHFLOW_CONFIG="$CLI/providers.json" AUTHFLOW_STORE="$CLI/store" "$BIN/authflow" token m5)" == "$WANT" ]] \
+  || { say "authflow token m5 does not print the harness's token"; exit 1; }
 
 TSV="$CLI/clients.tsv"
 printf 'oauthflow\t%s\n' "$BIN/oauthflow-bench" > "$TSV"
@@ -108,7 +135,7 @@ RESULTS=()
 for run in $(seq 1 "$RUNS"); do
   say "harness run $run of $RUNS"
   before="$(ls "$HARNESS/results/runs" 2>/dev/null | sort | tail -1 || true)"
-  (cd "$HARNESS" && BENCH_EXTRA_CLIENTS="$TSV" BENCH_ONLY=go-x-oauth2,oauthflow,authflow-cli ./run-all.sh >"$CLI/run-$run.log" 2>&1) \
+  (cd "$HARNESS" && BENCH_EXTRA_CLIENTS="$TSV" BENCH_ONLY="$ONLY" ./run-all.sh >"$CLI/run-$run.log" 2>&1) \
     || { say "run-all.sh failed; see $CLI/run-$run.log"; tail -20 "$CLI/run-$run.log" >&2; exit 1; }
   latest="$(ls "$HARNESS/results/runs" | sort | tail -1)"
   [[ "$latest" != "$before" ]] || { say "run-all.sh wrote no new run"; exit 1; }
@@ -180,6 +207,20 @@ for label, client, metric, go_metric, op, target, unit, digits in rows:
             miss = (mean / target - 1) * 100 if op == "<=" else (1 - mean / target) * 100
             verdict = f"missed by {miss:.0f}%"
     print(f"| {label} ({unit or 'count'}) | " + " | ".join(cells) + f" | {f'{mean:.2f}×' if mean is not None else '–'} | {target_text} | {verdict} |")
+peers = sorted({c for d in data for (c, m) in d if c not in ("go-x-oauth2", "oauthflow", "authflow-cli")})
+if peers:
+    print("\nOther rows of the same runs (M1 median µs / M2 fetch/s, and the ratio to Go of each):\n")
+    print("| client | " + " | ".join(f"run {i + 1}" for i in range(len(runs))) + " |")
+    print("|---|" + "---|" * len(runs))
+    for peer in peers:
+        cells = []
+        for d in data:
+            m1, m2 = d.get((peer, "m1_median_us")), d.get((peer, "m2_fetch_per_s"))
+            g1, g2 = d.get(("go-x-oauth2", "m1_median_us")), d.get(("go-x-oauth2", "m2_fetch_per_s"))
+            cell = f"{fmt(m1, 1, '')} ({m1 / g1:.2f}×)" if m1 and g1 else "–"
+            cell += f" / {fmt(m2, 0, '')} ({m2 / g2:.2f}×)" if m2 and g2 else " / –"
+            cells.append(cell)
+        print(f"| {peer} | " + " | ".join(cells) + " |")
 print(f"\nRuns: {', '.join(os.path.basename(r) for r in runs)} (raw RESULT lines in each run's results.txt).")
 PY
 say "report written to $REPORT"

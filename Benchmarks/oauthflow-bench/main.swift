@@ -1,6 +1,7 @@
 // oauthflow-bench: OAuthFlow's row in the peer benchmark (the harness in shared/bench; contract in
 // its README). Usage: `oauthflow-bench <mode>`, mode in m1 m2 m3 m4 pkce m5, plus the diagnostic
-// modes `diag-m2` (M2 through a transport wrapper that counts requests in flight), `diag-seq`
+// modes `diag-m2` (M2 through a transport wrapper that counts requests in flight), `diag-m2-easy`
+// (the same through blocking curl_easy_perform on Dispatch workers), `diag-seq`
 // (M1 split into transport-only and AuthFlow-overhead timings), `diag-transports` and
 // `diag-authflow-raw`, `diag-fleet`, `diag-pkce`, `diag-idtoken` (see Diagnostics.swift). Exit 3 = unknown mode.
 //
@@ -246,9 +247,9 @@ struct CountingTransport: HTTPTransport {
     }
 }
 
-func runM2(_ config: Config, diagnostic: Bool) async -> Int32 {
+func runM2(_ config: Config, diagnostic: Bool, transport base: (any HTTPTransport)? = nil) async -> Int32 {
     let counters = Counters()
-    let bare = makeTransport(connections: config.m2Concurrency)
+    let bare = base ?? makeTransport(connections: config.m2Concurrency)
     let transport: any HTTPTransport = diagnostic ? CountingTransport(base: bare, counters: counters) : bare
     guard let flow = await makeFlow(config, transport: transport) else { return 1 }
     counters.errors.store(await warmUp(flow, config), ordering: .relaxed)
@@ -521,12 +522,12 @@ let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : ""
 if mode == "m5" { exit(runM5()) }
 
-let asyncModes: Set<String> = ["m1", "m2", "m3", "m4", "diag-m2", "diag-seq", "diag-transports", "diag-authflow-raw", "diag-fleet"]
+let asyncModes: Set<String> = ["m1", "m2", "m3", "m4", "diag-m2", "diag-m2-easy", "diag-seq", "diag-transports", "diag-authflow-raw", "diag-fleet"]
 if mode == "pkce" { exit(runPKCE(Config.load())) }
 if mode == "diag-pkce" { exit(runDiagPKCE(Config.load())) }
 if mode == "diag-idtoken" { exit(runDiagIDToken(Config.load())) }
 guard asyncModes.contains(mode) else {
-    warn("mode \"\(mode)\" is not supported (modes: m1 m2 m3 m4 pkce m5 diag-m2 diag-seq diag-transports diag-authflow-raw diag-fleet diag-pkce diag-idtoken)")
+    warn("mode \"\(mode)\" is not supported (modes: m1 m2 m3 m4 pkce m5 diag-m2 diag-m2-easy diag-seq diag-transports diag-authflow-raw diag-fleet diag-pkce diag-idtoken)")
     exit(3)
 }
 
@@ -539,6 +540,10 @@ Task.detached { [mode] in
     case "m1": code = await runM1(config)
     case "m2": code = await runM2(config, diagnostic: false)
     case "diag-m2": code = await runM2(config, diagnostic: true)
+    case "diag-m2-easy":
+        // M2 through curl_easy_perform on Dispatch workers with pooled handles (Diagnostics.swift).
+        guard let easy = EasyPerformTransport(pooled: true) else { code = 1; break }
+        code = await runM2(config, diagnostic: true, transport: easy)
     case "m3": code = await runM3(config)
     case "m4": code = await runM4(config)
     case "diag-transports": code = await runDiagTransports(config)
