@@ -56,7 +56,7 @@ extension AuthFlow {
     func allowedAlgorithms(for provider: Provider) async throws(OAuthError) -> Set<JWSAlgorithm> {
         if let names = provider.idTokenSigningAlgorithms { return Set(names.compactMap(JWSAlgorithm.init(rawValue:))) }
         if provider.jwksURL == nil, provider.issuer != nil {
-            let advertised = try await metadata(for: provider).idTokenSigningAlgorithmsSupported ?? []
+            let advertised = try await discoveredMetadata(for: provider).idTokenSigningAlgorithmsSupported ?? []
             let asymmetric = advertised.compactMap(JWSAlgorithm.init(rawValue:)).filter(\.isAsymmetric)
             if !asymmetric.isEmpty { return Set(asymmetric) }
         }
@@ -85,7 +85,7 @@ extension AuthFlow {
         guard response.code != nil, response.error == nil else { return }
         let advertised: Bool
         do {
-            advertised = try await metadata(for: provider).authorizationResponseIssParameterSupported
+            advertised = try await discoveredMetadata(for: provider).authorizationResponseIssParameterSupported
         } catch where error.code == .httpStatus && (400..<500).contains(error.httpStatus ?? 0) {
             advertised = false
         }
