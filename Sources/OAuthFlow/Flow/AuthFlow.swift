@@ -223,7 +223,11 @@ public actor AuthFlow {
 
     func loadStored(_ key: String) async throws(OAuthError) -> TokenSet? {
         guard let data = try await store.load(key) else { return nil }
-        return try StoredEntry.decode(data, key: key)
+        var set = try StoredEntry.decode(data, key: key)
+        // An ID token stored without the validated mark (by a version that kept unvalidated ones)
+        // is never used: not exposed, not sent as id_token_hint, gone from the next save.
+        if set.validatedIDToken == nil { set.idToken = nil }
+        return set
     }
 
     func save(_ set: TokenSet) async throws(OAuthError) {
@@ -257,8 +261,7 @@ public actor AuthFlow {
         } else {
             set = TokenSet(result.response, providerID: provider.id, requestedScopes: result.requestedScopes, grant: result.grant, now: now)
         }
-        // A refresh without an ID token keeps the previous one (OpenID Connect Core §12.2).
-        set.validatedIDToken = result.response.idToken == nil ? result.previous?.validatedIDToken : idToken
+        Self.keepOnlyValidated(idToken, of: result, in: &set)
         return set
     }
 
