@@ -199,10 +199,12 @@ public actor AuthFlow {
     /// that cannot be read is published as `.error` for its provider (and left on disk untouched)
     /// while the others still load. Entries of providers that are not configured are ignored.
     /// - Returns: what was restored, by provider id.
-    /// - Throws: ``OAuthError`` `.storage` when the store cannot even list its entries.
+    /// - Throws: ``OAuthError`` `.storage` when the store cannot even list its entries (published as
+    ///   `.error` with an empty provider id: the failure is the store's, not one provider's).
     @discardableResult
     public func restore() async throws(OAuthError) -> [String: Authorization] {
-        let keys = try await store.keys()
+        let keys: [String]
+        do { keys = try await store.keys() } catch { throw fail("", error) }
         var restored: [String: Authorization] = [:]
         for id in providers.keys.sorted() where !keys.contains(id) { tokens[id] = nil }
         for key in keys where providers[key] != nil {
@@ -221,7 +223,11 @@ public actor AuthFlow {
 
     func loadStored(_ key: String) async throws(OAuthError) -> TokenSet? {
         guard let data = try await store.load(key) else { return nil }
-        return try StoredEntry.decode(data, key: key)
+        var set = try StoredEntry.decode(data, key: key)
+        // An ID token stored without the validated mark (by a version that kept unvalidated ones)
+        // is never used: not exposed, not sent as id_token_hint, gone from the next save.
+        if set.validatedIDToken == nil { set.idToken = nil }
+        return set
     }
 
     func save(_ set: TokenSet) async throws(OAuthError) {
@@ -255,8 +261,7 @@ public actor AuthFlow {
         } else {
             set = TokenSet(result.response, providerID: provider.id, requestedScopes: result.requestedScopes, grant: result.grant, now: now)
         }
-        // A refresh without an ID token keeps the previous one (OpenID Connect Core §12.2).
-        set.validatedIDToken = result.response.idToken == nil ? result.previous?.validatedIDToken : idToken
+        Self.keepOnlyValidated(idToken, of: result, in: &set)
         return set
     }
 
@@ -571,15 +576,18 @@ public actor AuthFlow {
     }
 
     private func renewLocked(_ id: String, force: Bool, previous: TokenSet?) async -> Result<TokenSet, OAuthError> {
-        do throws(OAuthError) {
-            let provider: Provider
-            do { provider = try self.provider(id) } catch { throw fail(id, error) }
-            let set = try await store.withExclusiveAccess(to: id) { () async throws(OAuthError) -> TokenSet in
-                try await self.renew(provider, force: force, previous: previous)
+        let provider: Provider
+        do { provider = try self.provider(id) } catch { return .failure(fail(id, error)) }
+        do {
+            // `renew` publishes its own failures and hands them back as a value, so what the store
+            // throws is only the store's: the lock not had in time, a cancelled wait, a failed commit.
+            return try await store.withExclusiveAccess(to: id) { () async -> Result<TokenSet, OAuthError> in
+                do throws(OAuthError) { return .success(try await self.renew(provider, force: force, previous: previous)) } catch {
+                    return .failure(error)
+                }
             }
-            return .success(set)
         } catch {
-            return .failure(error)
+            return .failure(fail(id, error))
         }
     }
 
