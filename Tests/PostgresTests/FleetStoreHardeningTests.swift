@@ -273,7 +273,7 @@ extension FleetStoreTests {
 
     // MARK: Privileges, statements, rows
 
-    @Test("A least-privilege role (SELECT, INSERT, UPDATE, DELETE on the table, no CREATE on the schema) uses an existing table")
+    @Test("A least-privilege role (SELECT, INSERT, UPDATE on the table, no CREATE on the schema) uses an existing table")
     func leastPrivilegeRole() async throws {
         let cluster = try PostgresCluster.require()
         let key = try TestKey()
@@ -284,7 +284,7 @@ extension FleetStoreTests {
         _ = try await owner.keys()  // creates the table as the cluster's owner
         _ = try await cluster.psql("""
             CREATE ROLE \(role) LOGIN PASSWORD '\(password)'; REVOKE CREATE ON SCHEMA public FROM PUBLIC;
-            GRANT SELECT, INSERT, UPDATE, DELETE ON \(table) TO \(role)
+            GRANT SELECT, INSERT, UPDATE ON \(table) TO \(role)
             """)
         let uri = "postgresql://\(role):\(password)@127.0.0.1:\(cluster.port)/postgres"
         let store = try PostgresSecretStore(connection: uri, encryption: key.encryption, options: .init(table: table))
