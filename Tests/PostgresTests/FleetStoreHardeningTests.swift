@@ -384,6 +384,24 @@ extension FleetStoreTests {
         #expect(refused?.code == .configuration)
     }
 
+    @Test("After a failed connect, calls fail at once during the backoff instead of connecting again")
+    func connectBackoff() async throws {
+        let key = try TestKey()
+        let store = try PostgresSecretStore(connection: "postgresql://fleet@127.0.0.1:1/postgres", encryption: key.encryption, environment: [:])
+        var messages: [String] = []
+        for _ in 0..<8 {
+            do {
+                _ = try await store.keys()
+                Issue.record("a store on a closed port answered")
+            } catch {
+                messages.append(error.message ?? "")
+                #expect((error.underlying as? PostgresStoreFailure)?.kind == .unreachable)
+            }
+        }
+        // The backoff doubles from 50 ms with each failed attempt, so some of 8 quick calls land inside it.
+        #expect(messages.contains { $0.contains("next connection attempt in") }, "\(messages)")
+    }
+
     @Test("A missing libpq is a typed failure that says what to install")
     func missingLibPQ() {
         guard case .failure(let failure) = LibPQ.load("libpq-oauthflow-missing.so.5") else {
