@@ -239,6 +239,8 @@ struct Context: Sendable {
     /// The file store, or the PostgreSQL fleet store when `--store` / `$AUTHFLOW_STORE` is a
     /// `postgresql://` (or `postgres://`) URI. The database store needs a key (`--store-key-file`)
     /// or `--store-plaintext`; the URI's password (or `PGPASSWORD`, `~/.pgpass`) is never printed.
+    /// One command opens one database connection (no `LISTEN` connection: it caches nothing),
+    /// and libpq is loaded only for a database store.
     func store() throws(CLIError) -> any SecretStore {
         let encryption = try storeEncryption()
         if encryption != nil, invocation.storePlaintext {
@@ -248,10 +250,15 @@ struct Context: Sendable {
             do {
                 return try PostgresSecretStore(
                     connection: connection, encryption: encryption, allowPlaintext: invocation.storePlaintext,
-                    options: .init(lockTimeout: services.lockTimeout, connectTimeout: 5), environment: environment)
+                    options: .init(lockTimeout: services.lockTimeout, connectTimeout: 4, listensForDeletions: false), environment: environment)
             } catch {
                 throw .oauth(error, provider: nil)
             }
+        }
+        // A file store is plaintext unless it has a key, so the option would change nothing: refuse it rather than ignore it.
+        if invocation.storePlaintext {
+            throw .usage(UsageError("--store-plaintext applies to a postgresql:// store only; a directory store is plaintext without --store-key-file",
+                                    command: invocation.command.name))
         }
         let directory = try storeURL()
         do {

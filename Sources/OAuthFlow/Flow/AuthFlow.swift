@@ -159,15 +159,39 @@ public actor AuthFlow {
     private func watchInvalidations() {
         guard let stream = store.invalidations() else { return }
         invalidationWatch = Task { [weak self] in
-            for await key in stream { await self?.forgetDeletedElsewhere(key) }
+            for await change in stream {
+                switch change {
+                case .deleted(let key): await self?.forgetDeletedElsewhere(key)
+                case .resync: await self?.recheckCachedEntries()
+                }
+            }
         }
     }
 
+    /// As ``clear(provider:)`` does locally, without touching the store: the background renewal is
+    /// cancelled, the copy is dropped, `.empty` is published. A refresh in flight is left to fail
+    /// on its own: a store that reports deletions refuses its write-back, so its callers get
+    /// `.reauthorizationRequired`, where cancelling it would tell them `.cancelled`.
     private func forgetDeletedElsewhere(_ key: String) {
+        proactiveTimers.cancel(key)
         guard tokens[key] != nil else { return }
         tokens[key] = nil
         logger.info(key, "logged out by another process; the local copy is dropped")
         publish(.empty)
+    }
+
+    /// After missed notifications: every cached key that is gone from the store is forgotten. A
+    /// key that cannot be read now is dropped from memory too (the next call reads the store).
+    private func recheckCachedEntries() async {
+        for key in tokens.all.keys.sorted() {
+            do {
+                if try await store.load(key) == nil { forgetDeletedElsewhere(key) }
+            } catch {
+                proactiveTimers.cancel(key)
+                tokens[key] = nil
+                logger.warning(key, "could not re-check the local copy against the store (\(error.code)); it is dropped from memory")
+            }
+        }
     }
 
     // MARK: Providers and stored authorizations
