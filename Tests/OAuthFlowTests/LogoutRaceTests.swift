@@ -48,9 +48,11 @@ struct LogoutRaceTests {
             let recorder = recordStates(flow, count: 1, until: { $0 == .empty })
 
             let refreshing = Task { try await flow.refresh(provider: "app") }
-            await hold.arrived.reach(1)                        // the refresh holds the lock, its request is out
+            // The refresh holds the lock, and its request is out.
+            #expect(await hold.arrived.reach(1), "the request never reached the transport")
             let clearing = Task { try await flow.clear(provider: "app") }
-            await store.lockRequests.reach(locksBefore + 2)    // clear() has bumped the generation and waits for the lock
+            // clear() has bumped the generation and waits for the lock.
+            #expect(await store.lockRequests.reach(locksBefore + 2), "the logout never asked for the lock")
             hold.release.increment()                           // now the answer (rotated tokens) arrives
 
             let error = try #require(await #expect(throws: OAuthError.self) { try await refreshing.value })
@@ -62,7 +64,7 @@ struct LogoutRaceTests {
             #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("app.json").path))
             #expect(try await store.load("app") == nil)
             #expect(await flow.authorization(for: "app") == nil)
-            let seen = try #require(await collected(recorder).first)
+            let seen = try #require(await raceCollected(recorder).first)
             #expect(seen == [.authorized(provider: "app", authorization), .requestingAccessToken(provider: "app"),
                              .error(provider: "app", error), .empty])
             #expect(flow.state == .empty)
@@ -110,7 +112,7 @@ struct LogoutRaceTests {
             })
 
             let granting = try await grant.start(flow, transport, answer: hold)
-            await hold.arrived.reach(1)
+            #expect(await hold.arrived.reach(1), "the request never reached the transport")
             try await flow.clear(provider: "app")              // the logout completes while the answer is held
             hold.release.increment()
 
@@ -119,7 +121,7 @@ struct LogoutRaceTests {
             #expect(store.saves.isEmpty, "nothing was ever saved")
             #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("app.json").path))
             #expect(await flow.authorization(for: "app") == nil)
-            let seen = try #require(await collected(recorder).first)
+            let seen = try #require(await raceCollected(recorder).first)
             let firstEmpty = try #require(seen.dropFirst().firstIndex(of: .empty))
             #expect(!seen[firstEmpty...].contains { $0.name == "authorized" }, "\(seen)")
             #expect(Array(seen.suffix(3)) == [.empty, .error(provider: "app", error), .empty])
@@ -141,9 +143,9 @@ struct LogoutRaceTests {
             let recorder = recordStates(flow, count: 1, until: { $0 == .empty })
 
             let refreshing = Task { try await flow.refresh(provider: "app") }
-            await hold.arrived.reach(1)
+            #expect(await hold.arrived.reach(1), "the request never reached the transport")
             let revoking = Task { try await flow.revoke(provider: "app") }
-            await store.lockRequests.reach(locksBefore + 2)
+            #expect(await store.lockRequests.reach(locksBefore + 2), "the logout never asked for the lock")
             #expect(transport.requests("/revoke").isEmpty, "nothing is revoked before the lock is held")
             hold.release.increment()
 
@@ -160,7 +162,7 @@ struct LogoutRaceTests {
             ])
             #expect(store.saves.count == savesBefore)
             #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("app.json").path))
-            let seen = try #require(await collected(recorder).first)
+            let seen = try #require(await raceCollected(recorder).first)
             #expect(seen == [.authorized(provider: "app", authorization), .requestingAccessToken(provider: "app"),
                              .error(provider: "app", error), .empty])
             #expect(flow.state == .empty)
@@ -178,9 +180,9 @@ struct LogoutRaceTests {
             let locksBefore = store.lockRequests.value
 
             let refreshing = Task { try await flow.refresh(provider: "app") }
-            await hold.arrived.reach(1)
+            #expect(await hold.arrived.reach(1), "the request never reached the transport")
             let clearing = Task { try await flow.clear() }
-            await store.lockRequests.reach(locksBefore + 2)
+            #expect(await store.lockRequests.reach(locksBefore + 2), "the logout never asked for the lock")
             hold.release.increment()
 
             let error = try #require(await #expect(throws: OAuthError.self) { try await refreshing.value })
@@ -206,9 +208,9 @@ struct LogoutRaceTests {
             transport.script("/token", [.held(hold, .token("at-2", refresh: "rt-2"))])
 
             let refreshing = Task { try await refresher.refresh(provider: "app") }
-            await hold.arrived.reach(1)
+            #expect(await hold.arrived.reach(1), "the request never reached the transport")
             let clearing = Task { try await other.clear(provider: "app") }
-            await otherStore.lockRequests.reach(1)
+            #expect(await otherStore.lockRequests.reach(1), "the logout never asked for the lock")
             hold.release.increment()
 
             // The refresher cannot know: it saved under the lock, and the logout deleted afterwards.
@@ -232,7 +234,7 @@ struct LogoutRaceTests {
             let hold = RaceHold()
 
             let granting = try await grant.start(flow, transport, answer: hold)
-            await hold.arrived.reach(1)
+            #expect(await hold.arrived.reach(1), "the request never reached the transport")
             try await other.clear(provider: "app")             // another process logs out
             hold.release.increment()
 
@@ -252,7 +254,7 @@ struct LogoutRaceTests {
             let other = try await self.flow(try FileSecretStore(directory: directory), RaceTransport())
             let hold = RaceHold()
             let granting = try await Grant.clientCredentials.start(flow, transport, answer: hold)
-            await hold.arrived.reach(1)
+            #expect(await hold.arrived.reach(1), "the request never reached the transport")
             try await other.clear(provider: "app")
             hold.release.increment()
             let authorization = try await granting.value
@@ -277,7 +279,7 @@ struct LogoutRaceTests {
                     try await holder.save(Data("saved under the lock".utf8), for: "app")
                 }
             }
-            await held.arrived.reach(1)
+            #expect(await held.arrived.reach(1))
             let deleting = Task { try await deleter.delete("app") }
             // The deleter opened the lock file too (it waits on it), or, if it did not wait, it finished.
             let waiting = await raceEventually { raceOpenDescriptors(to: directory.appendingPathComponent("app.lock")) >= 2 }
@@ -329,7 +331,7 @@ struct LogoutRaceTests {
                     await held.release.reach(1)
                 }
             }
-            await held.arrived.reach(1)
+            #expect(await held.arrived.reach(1))
             let error = try #require(await #expect(throws: OAuthError.self) { try await logout.run(flow) })
             held.release.increment()
             try await holding.value
@@ -363,36 +365,62 @@ struct LogoutRaceTests {
 
 // MARK: Support
 
-/// A count that tasks can wait on: `reach(n)` returns once `increment()` was called `n` times.
+/// A count that tasks can wait on: `reach(n)` returns true once `increment()` was called `n`
+/// times, or false after `limit` (20 s), so a gate that never opens fails the test instead of hanging it.
 final class RaceCounter: Sendable {
+    private struct Waiter {
+        let id: UInt64
+        let target: Int
+        let continuation: CheckedContinuation<Bool, Never>
+    }
     private struct Inner {
         var value = 0
-        var waiters: [(target: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var nextID: UInt64 = 0
+        var waiters: [Waiter] = []
     }
     private let inner = Mutex(Inner())
 
     var value: Int { inner.withLock { $0.value } }
 
     func increment() {
-        let ready = inner.withLock { inner -> [CheckedContinuation<Void, Never>] in
+        let ready = inner.withLock { inner -> [Waiter] in
             inner.value += 1
             let value = inner.value
-            let ready = inner.waiters.filter { $0.target <= value }.map(\.continuation)
+            let ready = inner.waiters.filter { $0.target <= value }
             inner.waiters.removeAll { $0.target <= value }
             return ready
         }
-        for continuation in ready { continuation.resume() }
+        for waiter in ready { waiter.continuation.resume(returning: true) }
     }
 
-    func reach(_ target: Int) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+    @discardableResult
+    func reach(_ target: Int, limit: Duration = .seconds(20)) async -> Bool {
+        let id = inner.withLock { inner -> UInt64 in
+            inner.nextID += 1
+            return inner.nextID
+        }
+        let timer = Task { [self] in
+            try? await Task.sleep(for: limit)
+            self.expire(id)
+        }
+        defer { timer.cancel() }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let now = inner.withLock { inner -> Bool in
                 if inner.value >= target { return true }
-                inner.waiters.append((target, continuation))
+                inner.waiters.append(Waiter(id: id, target: target, continuation: continuation))
                 return false
             }
-            if now { continuation.resume() }
+            if now { continuation.resume(returning: true) }
         }
+    }
+
+    /// Ends waiter `id` with false, unless `increment()` already resumed it (each resumes once).
+    private func expire(_ id: UInt64) {
+        let expired = inner.withLock { inner -> Waiter? in
+            guard let index = inner.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return inner.waiters.remove(at: index)
+        }
+        expired?.continuation.resume(returning: false)
     }
 }
 
@@ -521,4 +549,14 @@ func raceEventually(_ condition: () -> Bool) async -> Bool {
         try? await Task.sleep(for: .milliseconds(5))
     }
     return condition()
+}
+
+/// What the recorders saw; a recorder still waiting after 20 s is cancelled, so a missing state fails the test instead of hanging it.
+func raceCollected(_ recorders: [Task<[State], Never>]) async -> [[State]] {
+    let timer = Task {
+        try? await Task.sleep(for: .seconds(20))
+        for recorder in recorders { recorder.cancel() }
+    }
+    defer { timer.cancel() }
+    return await collected(recorders)
 }
