@@ -207,7 +207,7 @@ struct Context: Sendable {
     func catalog() throws(CLIError) -> [Provider] {
         let url = try catalogFile()
         do {
-            return try ProviderCatalog.load(contentsOf: url, environment: environment, strict: strictCatalog)
+            return try ProviderCatalog.load(contentsOf: url, environment: environment, strict: strictCatalog).map(debugging)
         } catch {
             throw .oauth(error, provider: nil)
         }
@@ -225,7 +225,7 @@ struct Context: Sendable {
         } catch {
             throw .oauth(error, provider: id)
         }
-        if let selected { return selected }
+        if let selected { return debugging(selected) }
         let known: String
         do {
             let ids = try ProviderCatalog.load(contentsOf: url, environment: environment, strict: strictCatalog).map(\.id)
@@ -300,15 +300,18 @@ struct Context: Sendable {
 
     var transport: any HTTPTransport { services.transport ?? CurlTransport() }
 
-    func flowOptions(log: (@Sendable (LogRecord) -> Void)? = nil) -> AuthFlow.Options {
-        AuthFlow.Options(clock: services.clock, now: services.now, userAgent: "authflow/\(Authflow.version)", log: log)
+    /// The flow's options; `log` gets the records, and so does stderr when debugging (see `DebugLog.swift`).
+    func flowOptions(log: (@Sendable (LogRecord) -> Void)? = nil, providers: [Provider] = []) -> AuthFlow.Options {
+        AuthFlow.Options(clock: services.clock, now: services.now, userAgent: "authflow/\(Authflow.version)",
+                         log: logHook(log, providers: providers))
     }
 
     func flow(
         _ providers: [Provider], store: any SecretStore, log: (@Sendable (LogRecord) -> Void)? = nil
     ) async throws(CLIError) -> AuthFlow {
         do throws(OAuthError) {
-            return try await AuthFlow(providers: providers, store: store, transport: transport, options: flowOptions(log: log))
+            return try await AuthFlow(providers: providers, store: store, transport: transport,
+                                      options: flowOptions(log: log, providers: providers))
         } catch {
             throw .oauth(error, provider: nil)
         }

@@ -26,12 +26,12 @@ extension Context {
     func discover(_ options: DiscoverOptions) async throws(CLIError) -> ExitCode {
         let id = options.id ?? Self.entryID(forIssuer: options.issuer)
         let clientID = options.clientID ?? "YOUR-CLIENT-ID"
-        let provider = Provider(id: id, issuer: options.issuer, clientID: clientID)
+        let provider = debugging(Provider(id: id, issuer: options.issuer, clientID: clientID))
         let metadata: ProviderMetadata
         do throws(OAuthError) {
             try provider.validate()
             let flow = try await AuthFlow(providers: [provider], store: MemorySecretStore(), transport: transport,
-                                          options: flowOptions())
+                                          options: flowOptions(providers: [provider]))
             metadata = try await flow.metadata(for: provider)
         } catch {
             throw .oauth(error, provider: nil)

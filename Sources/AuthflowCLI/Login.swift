@@ -9,7 +9,8 @@ extension Context {
         guard provider.issuer != nil, provider.authorizationURL == nil || provider.deviceAuthorizationURL == nil else { return provider }
         var filled = provider
         do {
-            let flow = try await AuthFlow(providers: [provider], store: MemorySecretStore(), transport: transport, options: flowOptions())
+            let flow = try await AuthFlow(providers: [provider], store: MemorySecretStore(), transport: transport,
+                                          options: flowOptions(providers: [provider]))
             let metadata = try await flow.metadata(for: provider)
             filled.authorizationURL = provider.authorizationURL ?? metadata.authorizationEndpoint
             filled.deviceAuthorizationURL = provider.deviceAuthorizationURL ?? metadata.deviceAuthorizationEndpoint
