@@ -85,15 +85,35 @@ public final class URLSessionTransport: HTTPTransport {
         } catch is CancellationError {
             throw OAuthError(.cancelled, message: "the request was cancelled")
         } catch let error as URLError where error.code == .cancelled {
-            throw OAuthError(.cancelled, message: "the request was cancelled", underlying: SafeURLError(error))
+            throw OAuthError(.cancelled, message: "the request was cancelled", underlying: Self.stripped(error))
         } catch let error as URLError where error.code == .timedOut {
             // URLSession's idle limit equals the total deadline, so when it fires the deadline has passed too.
             throw OAuthError(.transport, message: "no complete response from \(host) within the total deadline (\(Self.seconds(timeout)))",
-                             underlying: SafeURLError(error))
+                             underlying: Self.stripped(error))
         } catch let error as URLError {
-            throw OAuthError(.transport, message: "no response from \(host) (\(SafeURLError(error).name))", underlying: SafeURLError(error))
+            throw OAuthError(.transport, message: "no response from \(host) (\(Self.name(of: error.code)))", underlying: Self.stripped(error))
         } catch {
             throw OAuthError(.transport, message: "no response from \(host)", underlying: error)
+        }
+    }
+
+    /// The same code without `userInfo`: swift-corelibs-foundation puts the failing URL there
+    /// (query and all), and an `OAuthError`'s `underlying` must not carry a URL query or a secret.
+    private static func stripped(_ error: URLError) -> URLError { URLError(error.code) }
+
+    /// A `URLError` code's name for a message, such as `cannotConnectToHost`.
+    private static func name(of code: URLError.Code) -> String {
+        switch code {
+        case .cannotConnectToHost: "cannotConnectToHost"
+        case .networkConnectionLost: "networkConnectionLost"
+        case .cannotFindHost: "cannotFindHost"
+        case .badServerResponse: "badServerResponse"
+        case .secureConnectionFailed: "secureConnectionFailed"
+        case .serverCertificateUntrusted: "serverCertificateUntrusted"
+        case .zeroByteResource: "zeroByteResource"
+        case .cannotParseResponse: "cannotParseResponse"
+        case .cannotDecodeContentData: "cannotDecodeContentData"
+        default: "URLError \(code.rawValue)"
         }
     }
 
@@ -240,37 +260,4 @@ public final class URLSessionTransport: HTTPTransport {
             entry.continuation.resume(returning: HTTPResponse(status: http.statusCode, headers: headers, body: entry.body))
         }
     }
-}
-
-/// A `URLError` without its `userInfo`: swift-corelibs-foundation puts the failing URL there
-/// (`NSErrorFailingURLKey`, query and all), and an `OAuthError`'s `underlying` must not carry a
-/// URL query or a secret into `dump` or a log.
-struct SafeURLError: Error, CustomStringConvertible, CustomReflectable {
-    /// The error's code.
-    let code: URLError.Code
-
-    init(_ error: URLError) { code = error.code }
-
-    /// The code's name, such as `timedOut`, or its number.
-    var name: String {
-        switch code {
-        case .timedOut: "timedOut"
-        case .cannotConnectToHost: "cannotConnectToHost"
-        case .networkConnectionLost: "networkConnectionLost"
-        case .cannotFindHost: "cannotFindHost"
-        case .badServerResponse: "badServerResponse"
-        case .cancelled: "cancelled"
-        case .notConnectedToInternet: "notConnectedToInternet"
-        case .secureConnectionFailed: "secureConnectionFailed"
-        case .serverCertificateUntrusted: "serverCertificateUntrusted"
-        case .zeroByteResource: "zeroByteResource"
-        case .cannotParseResponse: "cannotParseResponse"
-        case .cannotDecodeRawData: "cannotDecodeRawData"
-        case .cannotDecodeContentData: "cannotDecodeContentData"
-        default: "URLError \(code.rawValue)"
-        }
-    }
-
-    var description: String { "URLError(\(name))" }
-    var customMirror: Mirror { Mirror(self, children: ["code": name], displayStyle: .struct) }
 }
