@@ -14,11 +14,15 @@ import Synchronization
 ///
 /// What it enforces, whatever the configuration says:
 /// - redirects are returned as responses, never followed (RFC 9700 §4.11);
-/// - ``timeout`` is the total deadline of one request, from sending to the last body byte: a timer
-///   cancels the task when it passes, so a server that trickles a byte at a time cannot extend it
-///   (URLSession's own `timeoutInterval` is an idle timeout, which every received byte restarts);
-/// - ``maximumBodySize``, checked against `Content-Length` and again on every received chunk: the
-///   task is cancelled as soon as the limit is passed, so an endless body is never buffered;
+/// - ``timeout`` is the total deadline of one request, from sending to the last body byte: a
+///   Dispatch timer answers `.transport` and cancels the task when it passes, so a server that
+///   trickles a byte at a time cannot extend it (URLSession's own `timeoutInterval` is an idle
+///   timeout, which every received byte restarts);
+/// - ``maximumBodySize``, checked against `Content-Length` and again on every chunk the delegate
+///   receives: the caller gets `.invalidResponse` at once and the task is cancelled, and nothing
+///   past the limit is kept. swift-corelibs-foundation queues received data to the delegate without
+///   back-pressure, so a fast server may have sent (and URLSession queued) more than the limit by
+///   then; `CurlTransport` stops reading at the limit;
 /// - cancelling the calling task cancels the request.
 public final class URLSessionTransport: HTTPTransport {
     /// The largest body accepted: 1 MiB.
@@ -113,6 +117,8 @@ public final class URLSessionTransport: HTTPTransport {
         case .zeroByteResource: "zeroByteResource"
         case .cannotParseResponse: "cannotParseResponse"
         case .cannotDecodeContentData: "cannotDecodeContentData"
+        case .unsupportedURL: "unsupportedURL"
+        case .unknown: "unknown"
         default: "URLError \(code.rawValue)"
         }
     }
@@ -160,8 +166,9 @@ public final class URLSessionTransport: HTTPTransport {
                     // The total deadline: a timer that answers the caller and cancels the task, whatever
                     // the server still sends. On a Dispatch queue rather than a Task, so that it fires on
                     // time even when every thread of the Swift concurrency pool is busy.
-                    let timer = DeadlineTimer(DispatchWorkItem { [weak self] in
-                        if self?.fail(id, DeadlinePassed()) == true { task.cancel() }
+                    // Weak captures: the queue keeps a cancelled item until its time comes.
+                    let timer = DeadlineTimer(DispatchWorkItem { [weak self, weak task] in
+                        if self?.fail(id, DeadlinePassed()) == true { task?.cancel() }
                     })
                     DispatchQueue.global().asyncAfter(deadline: .now() + deadline, execute: timer.item)
                     pending.withLock { $0[id] = Pending(continuation: continuation, timer: timer) }

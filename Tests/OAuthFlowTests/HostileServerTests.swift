@@ -367,6 +367,9 @@ extension HostileServerTests {
         if !test.isSlow {
             #expect(run.error?.message?.contains("deadline") != true, "ended by the deadline, not by its own means")
         }
+        if test.kind == .curl, test.mode == .notHTTP || test.mode == .garbageStatusLine {
+            #expect(run.error?.message?.contains("answered with something that is not HTTP") == true, "\(String(describing: run.error?.message))")
+        }
         if test.isSlow, expected.code == .transport, test.kind == .curl || test.mode != .silent {
             #expect(run.error?.message?.contains("deadline") == true || run.error?.message?.contains("timed out") == true,
                     "\(String(describing: run.error?.message))")

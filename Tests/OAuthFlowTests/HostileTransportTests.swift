@@ -53,6 +53,28 @@ struct HostileTransportTests {
         #expect(elapsed < .seconds(20), "took \(elapsed) with a 1 s deadline")
     }
 
+    @Test("a never-answering token endpoint through a flow: an attempt longer than the retry time is not retried",
+          arguments: TransportKind.allCases)
+    func neverAnsweringThroughFlow(kind: TransportKind) async throws {
+        // The defaults, 30 s per attempt and no retry started after 15 s, scaled down to 1 s and 0.9 s.
+        #expect(RetryPolicy().maximumTotalTime == .seconds(15))
+        #expect(RetryPolicy().maximumAttempts == 3)
+        let server = try HostileServer()
+        defer { server.stop() }
+        server.script("/token", HostileServer.behaviour(.silent, good: "{}"))
+        let provider = Provider(id: "svc", tokenURL: URL(string: server.baseURL + "/token")!, clientID: "c", clientSecret: Secret("s"))
+        let flow = try await AuthFlow(providers: [provider], transport: kind.make(timeout: 1),
+                                      options: AuthFlow.Options(retry: RetryPolicy(maximumTotalTime: .milliseconds(900))))
+        let started = ContinuousClock.now
+
+        let error = await #expect(throws: OAuthError.self) { try await flow.clientCredentials(provider: "svc") }
+
+        #expect(error?.code == .transport)
+        #expect(error?.endpoint == .token)
+        #expect(server.requests("/token").count == 1)
+        #expect(ContinuousClock.now - started < .seconds(20))
+    }
+
     @Test("a server trickling a byte every 200 ms cannot extend the total deadline", arguments: TransportKind.allCases,
           [false, true])
     func trickle(kind: TransportKind, headers: Bool) async throws {

@@ -8,8 +8,8 @@ import Synchronization
 ///
 /// Every connection gets a thread of its own and is closed after one request, so a behaviour that
 /// holds a connection never blocks another request. Every loop is bounded in count and time, and
-/// everything ends within 100 ms of ``stop()``: a hold waits at most ``Step/hold(_:)``'s bound,
-/// writes time out after 2 s when the client stopped reading, and an endless body is at most 1 GiB.
+/// every behaviour ends within 100 ms of ``stop()`` (10 s for a write the client stopped reading):
+/// holds and trickles wake every 50 ms, and a repeated write is at most 2^24 writes.
 public final class HostileServer: Sendable {
     /// One thing done on the connection, in order.
     public enum Step: Sendable {
@@ -146,7 +146,7 @@ public final class HostileServer: Sendable {
     }
 
     private func serve(_ fd: Int32) {
-        var limit = timeval(tv_sec: 2, tv_usec: 0)
+        var limit = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         var reset = false
         defer {
