@@ -165,6 +165,17 @@ struct HostileTransportTests {
         #expect(dumped.contains("endpoint: \"token\""), "\(dumped)")
     }
 
+    @Test("an error_uri with a query is kept in the response but shown by no rendering of the error")
+    func dumpOfErrorURI() {
+        let error = OAuthError(.serverRejected, providerID: "p", endpoint: .token, httpStatus: 400,
+                               response: ErrorResponse(code: .invalidRequest, errorDescription: "bad", errorURI: "https://idp.example/e?ticket=t1ck3t-5ecret"))
+
+        #expect(error.response?.errorURI?.contains("t1ck3t-5ecret") == true)
+        for text in Self.renderings(error) {
+            #expect(!text.contains("5ecret"), "\(text)")
+        }
+    }
+
     @Test("a failed request to a URL with secrets in its query: no rendering of the error shows them", arguments: TransportKind.allCases,
           [HostileServer.Mode.resetBeforeAnswer, .silent, .garbageStatusLine])
     func dumpOfTransportError(kind: TransportKind, mode: HostileServer.Mode) async throws {

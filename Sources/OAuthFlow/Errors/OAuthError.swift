@@ -174,7 +174,8 @@ extension OAuthError: CustomDebugStringConvertible, CustomReflectable {
 
     /// What `dump` and debuggers show: the same fields as ``description``, with the underlying
     /// error as its type only. The underlying error itself is not reflected, because a `URLError`'s
-    /// `userInfo` holds the failing URL, query and all, and other errors may hold worse.
+    /// `userInfo` holds the failing URL, query and all, and other errors may hold worse; nor is the
+    /// server's `error_uri` (read it from ``response``).
     public var customMirror: Mirror {
         var children: [(label: String?, value: Any)] = [("code", code.description)]
         if let providerID { children.append(("providerID", DisplayText.escape(providerID))) }
@@ -183,7 +184,6 @@ extension OAuthError: CustomDebugStringConvertible, CustomReflectable {
         if let response {
             children.append(("error", response.code.rawValue))
             if let text = response.errorDescription { children.append(("errorDescription", text)) }
-            if let uri = response.errorURI { children.append(("errorURI", uri)) }
         }
         if let message { children.append(("message", DisplayText.escape(message))) }
         if let underlying { children.append(("underlying", String(describing: type(of: underlying)))) }
