@@ -83,9 +83,6 @@ struct CLIRig {
         return access(shm.path, W_OK) == 0 ? shm : FileManager.default.temporaryDirectory
     }()
 
-    /// At most this many commands run at once (a 2-core machine runs every other suite meanwhile).
-    static let gate = CLIGate(width: 12)
-
     let directory: URL
     let clock = TestClock(start: Date())
     var config: URL { directory.appendingPathComponent("providers.json") }
@@ -126,8 +123,6 @@ struct CLIRig {
 
     /// Runs `authflow arguments` in-process through `transport`, on the rig's test clock.
     func run(_ arguments: [String], transport: any HTTPTransport) async -> (status: ExitCode, stdout: String, stderr: String, elapsed: Duration) {
-        await Self.gate.enter()
-        defer { Task { await Self.gate.leave() } }
         let (output, stdout, stderr) = Output.capture()
         let services = Authflow.Services(transport: transport, clock: clock, now: { [clock] in clock.date }, openURL: { _ in },
                                          lockTimeout: .seconds(5))
@@ -158,26 +153,6 @@ struct CLIRig {
         } else {
             #expect(after != nil && after == before, "the stored entry changed", sourceLocation: sourceLocation)
         }
-    }
-}
-
-/// A counting semaphore for tasks.
-actor CLIGate {
-    private var free: Int
-    private var waiting: [CheckedContinuation<Void, Never>] = []
-
-    init(width: Int) { free = width }
-
-    func enter() async {
-        if free > 0 {
-            free -= 1
-            return
-        }
-        await withCheckedContinuation { waiting.append($0) }
-    }
-
-    func leave() {
-        if waiting.isEmpty { free += 1 } else { waiting.removeFirst().resume() }
     }
 }
 
@@ -238,6 +213,8 @@ extension HostileCLITests {
     @Test("a hostile server: the exit code, the typed error on stderr, bounded time, the stored entry intact",
           arguments: CLISelection.selected(transportCases))
     func transportLevel(_ test: TransportCase) async throws {
+        await HostileServer.flows.enter()
+        defer { Task { await HostileServer.flows.leave() } }
         let server = try HostileServer()
         let elsewhere = try HostileServer()
         defer { server.stop(); elsewhere.stop() }
@@ -336,6 +313,8 @@ extension HostileCLITests {
 
     @Test("a hostile body: exit code 65 and the typed error, nothing stored changes", arguments: CLISelection.selected(contentCases))
     func hostileContent(_ test: ContentCase) async throws {
+        await HostileServer.flows.enter()
+        defer { Task { await HostileServer.flows.leave() } }
         let server = try HostileServer()
         defer { server.stop() }
         if test.command == .devicePolling { server.script("/device", .reply(200, HostileCommand.deviceLogin.goodBody(server))) }
@@ -355,6 +334,8 @@ extension HostileCLITests {
         ("interval above expires_in, then slow_down", 12, 10, "slow_down"),
     ])
     func pollingAbuse(name: String, expiresIn: Int, interval: Int, answer: String) async throws {
+        await HostileServer.flows.enter()
+        defer { Task { await HostileServer.flows.leave() } }
         let server = try HostileServer()
         defer { server.stop() }
         server.script("/device", .reply(200, Self.device(["expires_in": "\(expiresIn)", "interval": "\(interval)"])(server)))
@@ -387,6 +368,8 @@ extension HostileCLITests {
     @Test("status and token on a stored entry with a hostile time: no crash, a typed message, exit 77 and 65, the entry kept",
           arguments: hostileEntries)
     func hostileStoredTime(name: String, expiresAt: String, issuedAt: String?) async throws {
+        await HostileServer.flows.enter()
+        defer { Task { await HostileServer.flows.leave() } }
         let server = try HostileServer()
         defer { server.stop() }
         let entry = CLIRig.entry(grant: "urn:ietf:params:oauth:grant-type:device_code", issuedAt: 1_700_000_000, expiresAt: expiresAt,
@@ -462,6 +445,8 @@ extension HostileCLITests {
     @Test("the built binary against a hostile server: exit code, typed error, no crash, the stored entry intact",
           arguments: CLISelection.selected(binaryCases))
     func binary(_ test: BinaryCase) async throws {
+        await HostileServer.flows.enter()
+        defer { Task { await HostileServer.flows.leave() } }
         let server = try HostileServer()
         defer { server.stop() }
         let behaviour = test.behaviour(server)
@@ -470,11 +455,9 @@ extension HostileCLITests {
         defer { rig.remove() }
         let before = rig.storedBytes
         // The binary runs on the wall clock: its stored entry must be relative to now, which the rig's clock started at.
-        await CLIRig.gate.enter()
         let started = ContinuousClock.now
         let run = try await runBinary(test.command.arguments(server), environment: rig.environment, timeout: .seconds(60))
         let elapsed = ContinuousClock.now - started
-        await CLIRig.gate.leave()
 
         #expect(run.status == test.exit, "\(run.stderr)")
         if let code = test.code { #expect(run.stderr.contains("[\(code)]"), "\(run.stderr)") }
@@ -489,6 +472,8 @@ extension HostileCLITests {
     @Test("the built binary: status on a stored entry with expiresAt 1e300 or 2^63 exits 77 with a message, never a signal",
           arguments: ["1e300", #""9223372036854775808""#])
     func binaryStatus(expiresAt: String) async throws {
+        await HostileServer.flows.enter()
+        defer { Task { await HostileServer.flows.leave() } }
         let server = try HostileServer()
         defer { server.stop() }
         let entry = CLIRig.entry(grant: "urn:ietf:params:oauth:grant-type:device_code", issuedAt: 1_700_000_000, expiresAt: expiresAt)

@@ -166,6 +166,8 @@ extension HostileServerTests {
     @Test("a hostile body from a token or device endpoint is a typed error naming the member; nothing stored changes",
           arguments: Hostile.selected(contentCases))
     func hostileContent(_ test: ContentCase) async throws {
+        await HostileServer.flows.enter()
+        defer { Task { await HostileServer.flows.leave() } }
         let server = try HostileServer()
         defer { server.stop() }
         let behaviour = HostileServer.Behaviour([.write(
@@ -185,6 +187,8 @@ extension HostileServerTests {
     @Test("a hostile discovery, JWKS, userinfo or introspection document is a typed error; nothing stored changes",
           arguments: Hostile.selected(documentCases))
     func hostileDocument(_ test: DocumentCase) async throws {
+        await HostileServer.flows.enter()
+        defer { Task { await HostileServer.flows.leave() } }
         let server = try HostileServer()
         defer { server.stop() }
         let body = test.body(server)
@@ -226,6 +230,8 @@ extension HostileServerTests {
 
     @Test("device polling never sleeps past expires_in, whatever the server asks (RFC 8628 §3.5)", arguments: Hostile.selected(pollingCases))
     func pollingAbuse(_ test: PollingCase) async throws {
+        await HostileServer.flows.enter()
+        defer { Task { await HostileServer.flows.leave() } }
         let server = try HostileServer()
         defer { server.stop() }
         server.script("/device", .reply(200, Self.deviceCode(["expires_in": "\(test.expiresIn)", "interval": "\(test.interval)"])))

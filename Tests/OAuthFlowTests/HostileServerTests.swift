@@ -15,6 +15,9 @@ import Testing
 /// byte-identical on disk (a `FileSecretStore` file), except after a revocation, which forgets the
 /// tokens locally by design (RFC 7009). The exit codes the CLI gives the same failures are in
 /// `HostileCLITests`.
+///
+/// Every case first takes a place at `HostileServer.flows`, before it creates a server: hundreds
+/// of parallel cases, each with servers, transports and threads, would starve the other suites.
 @Suite("Hostile servers: every endpoint, every misbehaviour, both transports", .timeLimit(.minutes(3)))
 struct HostileServerTests {}
 
@@ -114,9 +117,6 @@ enum Hostile {
     /// under, generous for a loaded machine.
     static let fastBound: Duration = .seconds(25)
 
-    /// At most this many cases run their flow at once: hundreds of parallel flows, servers and
-    /// transports would starve the other suites of a 2-core machine.
-    static let gate = Gate(width: 16)
 
     /// The transports, each with `timeout` as its total deadline and no proxy.
     static func transport(_ kind: TransportKind, timeout: TimeInterval) -> any HTTPTransport {
@@ -164,8 +164,6 @@ enum Hostile {
         _ target: HostileTarget, server: HostileServer, elsewhere: HostileServer? = nil, transport: any HTTPTransport,
         clock: TestClock = TestClock(), retry: RetryPolicy = RetryPolicy()
     ) async throws -> HostileRun {
-        await gate.enter()
-        defer { Task { await gate.leave() } }
         let directory = scratch.appendingPathComponent("hostile-\(UUID().uuidString)", isDirectory: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try FileSecretStore(directory: directory, lockTimeout: .seconds(10))
@@ -347,6 +345,8 @@ extension HostileServerTests {
     @Test("a hostile transport-level answer ends in its typed error, in bounded time, with the stored entry intact",
           arguments: Hostile.selected(transportCases))
     func transportLevel(_ test: TransportCase) async throws {
+        await HostileServer.flows.enter()
+        defer { Task { await HostileServer.flows.leave() } }
         let server = try HostileServer()
         let elsewhere = try HostileServer()
         defer { server.stop(); elsewhere.stop() }
@@ -374,25 +374,5 @@ extension HostileServerTests {
             #expect(run.error?.message?.contains("deadline") == true || run.error?.message?.contains("timed out") == true,
                     "\(String(describing: run.error?.message))")
         }
-    }
-}
-
-/// A counting semaphore for tasks.
-actor Gate {
-    private var free: Int
-    private var waiting: [CheckedContinuation<Void, Never>] = []
-
-    init(width: Int) { free = width }
-
-    func enter() async {
-        if free > 0 {
-            free -= 1
-            return
-        }
-        await withCheckedContinuation { waiting.append($0) }
-    }
-
-    func leave() {
-        if waiting.isEmpty { free += 1 } else { waiting.removeFirst().resume() }
     }
 }

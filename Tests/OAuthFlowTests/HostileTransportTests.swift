@@ -38,6 +38,8 @@ struct HostileTransportTests {
 
     @Test("a server that never answers is given up at the configured total deadline, not after 60 s", arguments: TransportKind.allCases)
     func neverAnswering(kind: TransportKind) async throws {
+        await HostileServer.flows.enter()
+        defer { Task { await HostileServer.flows.leave() } }
         let server = try HostileServer()
         defer { server.stop() }
         server.script("/token", HostileServer.behaviour(.silent, good: "{}"))
@@ -78,6 +80,8 @@ struct HostileTransportTests {
     @Test("a server trickling a byte every 200 ms cannot extend the total deadline", arguments: TransportKind.allCases,
           [false, true])
     func trickle(kind: TransportKind, headers: Bool) async throws {
+        await HostileServer.flows.enter()
+        defer { Task { await HostileServer.flows.leave() } }
         let server = try HostileServer()
         defer { server.stop() }
         let body = #"{"access_token":""# + String(repeating: "a", count: 200) + #"","token_type":"Bearer"}"#
@@ -95,9 +99,12 @@ struct HostileTransportTests {
     @Test("an endless body stops at the limit without being read to the end", arguments: TransportKind.allCases,
           [HostileServer.Mode.endlessBody, .endlessChunked])
     func endlessBody(kind: TransportKind, mode: HostileServer.Mode) async throws {
+        await HostileServer.flows.enter()
+        defer { Task { await HostileServer.flows.leave() } }
         let server = try HostileServer()
         defer { server.stop() }
-        server.script("/token", HostileServer.behaviour(mode, good: "{}"))
+        // 1 GiB for curl, which stops reading at the limit; 64 MiB for URLSession, which reads ahead.
+        server.script("/token", HostileServer.behaviour(mode, good: "{}", endless: kind == .curl ? 1 << 30 : 64 << 20))
         let started = ContinuousClock.now
 
         let error = await #expect(throws: OAuthError.self) {
@@ -120,6 +127,8 @@ struct HostileTransportTests {
 
     @Test("a declared Content-Length over the limit is refused when the headers arrive", arguments: TransportKind.allCases)
     func hugeDeclaredLength(kind: TransportKind) async throws {
+        await HostileServer.flows.enter()
+        defer { Task { await HostileServer.flows.leave() } }
         let server = try HostileServer()
         defer { server.stop() }
         server.script("/token", HostileServer.behaviour(.hugeDeclaredLength, good: "{}"))
@@ -179,6 +188,8 @@ struct HostileTransportTests {
     @Test("a failed request to a URL with secrets in its query: no rendering of the error shows them", arguments: TransportKind.allCases,
           [HostileServer.Mode.resetBeforeAnswer, .silent, .garbageStatusLine])
     func dumpOfTransportError(kind: TransportKind, mode: HostileServer.Mode) async throws {
+        await HostileServer.flows.enter()
+        defer { Task { await HostileServer.flows.leave() } }
         let server = try HostileServer()
         defer { server.stop() }
         server.script("/token", HostileServer.behaviour(mode, good: "{}"))

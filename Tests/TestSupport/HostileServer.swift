@@ -369,3 +369,32 @@ extension HostileServer {
         }
     }
 }
+
+/// A counting semaphore for tasks: the hostile suites pass every flow through ``HostileServer/flows``,
+/// so that hundreds of cases never run at once and starve the other suites of a small machine.
+public actor HostileGate {
+    private var free: Int
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    /// A gate letting `width` tasks through at a time.
+    public init(width: Int) { free = max(1, width) }
+
+    /// Waits for a place.
+    public func enter() async {
+        if free > 0 {
+            free -= 1
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    /// Gives the place to the next waiter.
+    public func leave() {
+        if waiting.isEmpty { free += 1 } else { waiting.removeFirst().resume() }
+    }
+}
+
+extension HostileServer {
+    /// The one gate of every hostile suite in the test process (library and CLI suites alike).
+    public static let flows = HostileGate(width: 12)
+}
