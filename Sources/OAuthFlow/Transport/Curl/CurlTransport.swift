@@ -105,6 +105,7 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
     private let headerList: CurlHeaderList
     private let limit: Int
     private let host: String
+    private let scheme: String
     private let timeout: TimeInterval
     private let connectTimeout: TimeInterval
     var continuation: CheckedContinuation<Result<HTTPResponse, OAuthError>, Never>?
@@ -125,6 +126,7 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
         self.headerList = CurlHeaderList(library)
         self.limit = settings.maximumBodySize
         self.host = request.url.host ?? "?"
+        self.scheme = request.url.scheme?.lowercased() ?? ""
         self.timeout = settings.timeout
         self.connectTimeout = settings.connectTimeout
 
@@ -298,7 +300,10 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
         case CURLE_COULDNT_RESOLVE_PROXY: return "could not resolve the proxy for \(host)"
         case CURLE_PEER_FAILED_VERIFICATION: return "the TLS certificate of \(host) was rejected"
         case CURLE_SSL_CONNECT_ERROR: return "the TLS handshake with \(host) failed"
-        case CURLE_UNSUPPORTED_PROTOCOL: return "only http and https are allowed (request to \(host))"
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            // libcurl also reports a reply that is not HTTP (no status line: HTTP/0.9) this way.
+            guard scheme != "http" && scheme != "https" else { return "\(host) answered with something that is not HTTP" }
+            return "only http and https are allowed (request to \(host))"
         case CURLE_GOT_NOTHING: return "\(host) closed the connection without answering"
         default: return "the request to \(host) failed: \(Self.printable(text, limit: 200))"
         }
