@@ -30,9 +30,9 @@ struct CurlProxyAndHTTP2Tests {
 
     @Test("a server certificate from a private CA is accepted once caFile names that CA; verification stays on")
     func privateCA() async throws {
-        let certificates = try TestCertificates()
+        let certificates = try await TestCertificates.make()
         defer { certificates.remove() }
-        let server = try TLSTestServer(.openSSL, certificates: certificates)
+        let server = try await TLSTestServer.start(.openSSL, certificates: certificates)
         defer { server.stop() }
 
         let response = try await CurlTransport(timeout: 10, proxy: .none, caFile: certificates.caFile).send(get(server.baseURL + "/"))
@@ -51,13 +51,13 @@ struct CurlProxyAndHTTP2Tests {
 
     @Test("the host name is still checked: a certificate from the trusted CA for another name is refused")
     func hostNameChecked() async throws {
-        let certificates = try TestCertificates()
+        let certificates = try await TestCertificates.make()
         defer { certificates.remove() }
-        let server = try TLSTestServer(.openSSL, certificates: certificates)
+        let server = try await TLSTestServer.start(.openSSL, certificates: certificates)
         defer { server.stop() }
-        let elsewhere = try TestCertificates(subjectAltName: "DNS:elsewhere.test")
+        let elsewhere = try await TestCertificates.make(subjectAltName: "DNS:elsewhere.test")
         defer { elsewhere.remove() }
-        let misnamed = try TLSTestServer(.openSSL, certificates: elsewhere)
+        let misnamed = try await TLSTestServer.start(.openSSL, certificates: elsewhere)
         defer { misnamed.stop() }
 
         let byAddress = try await CurlTransport(timeout: 10, proxy: .none, caFile: certificates.caFile)
@@ -72,9 +72,9 @@ struct CurlProxyAndHTTP2Tests {
 
     @Test("an unreadable caFile fails each HTTPS request with .transport")
     func missingCAFile() async throws {
-        let certificates = try TestCertificates()
+        let certificates = try await TestCertificates.make()
         defer { certificates.remove() }
-        let server = try TLSTestServer(.openSSL, certificates: certificates)
+        let server = try await TLSTestServer.start(.openSSL, certificates: certificates)
         defer { server.stop() }
         let missing = certificates.directory.appendingPathComponent("missing.pem")
 
@@ -91,9 +91,9 @@ struct CurlProxyAndHTTP2Tests {
 
     @Test("HTTPS_PROXY is honoured for https: one CONNECT to the origin, TLS end to end, the token never seen by the proxy")
     func httpsProxyFromEnvironment() async throws {
-        let certificates = try TestCertificates()
+        let certificates = try await TestCertificates.make()
         defer { certificates.remove() }
-        let server = try TLSTestServer(.openSSL, certificates: certificates)
+        let server = try await TLSTestServer.start(.openSSL, certificates: certificates)
         defer { server.stop() }
         let proxy = try ConnectProxy()
         defer { proxy.stop() }
@@ -112,9 +112,9 @@ struct CurlProxyAndHTTP2Tests {
 
     @Test("lower-case https_proxy wins over HTTPS_PROXY, as libcurl reads them")
     func lowerCaseWins() async throws {
-        let certificates = try TestCertificates()
+        let certificates = try await TestCertificates.make()
         defer { certificates.remove() }
-        let server = try TLSTestServer(.openSSL, certificates: certificates)
+        let server = try await TLSTestServer.start(.openSSL, certificates: certificates)
         defer { server.stop() }
         let used = try ConnectProxy()
         defer { used.stop() }
@@ -137,9 +137,9 @@ struct CurlProxyAndHTTP2Tests {
         ("NO_PROXY", "localhost"), ("NO_PROXY", "example.com, localhost"), ("NO_PROXY", "*"), ("no_proxy", "localhost"),
     ])
     func noProxyBypass(variable: String, value: String) async throws {
-        let certificates = try TestCertificates()
+        let certificates = try await TestCertificates.make()
         defer { certificates.remove() }
-        let server = try TLSTestServer(.openSSL, certificates: certificates)
+        let server = try await TLSTestServer.start(.openSSL, certificates: certificates)
         defer { server.stop() }
         let proxy = try ConnectProxy()
         defer { proxy.stop() }
@@ -157,9 +157,9 @@ struct CurlProxyAndHTTP2Tests {
 
     @Test("NO_PROXY for another host leaves the proxy in use")
     func noProxyOtherHost() async throws {
-        let certificates = try TestCertificates()
+        let certificates = try await TestCertificates.make()
         defer { certificates.remove() }
-        let server = try TLSTestServer(.openSSL, certificates: certificates)
+        let server = try await TLSTestServer.start(.openSSL, certificates: certificates)
         defer { server.stop() }
         let proxy = try ConnectProxy()
         defer { proxy.stop() }
@@ -176,9 +176,9 @@ struct CurlProxyAndHTTP2Tests {
 
     @Test("Proxy.url tunnels https with CONNECT; NO_PROXY still applies to it; Proxy.none ignores HTTPS_PROXY")
     func explicitProxies() async throws {
-        let certificates = try TestCertificates()
+        let certificates = try await TestCertificates.make()
         defer { certificates.remove() }
-        let server = try TLSTestServer(.openSSL, certificates: certificates)
+        let server = try await TLSTestServer.start(.openSSL, certificates: certificates)
         defer { server.stop() }
         let proxy = try ConnectProxy()
         defer { proxy.stop() }
@@ -224,9 +224,9 @@ struct CurlProxyAndHTTP2Tests {
 
     @Test("HTTP/2 is negotiated over TLS when the server offers it (ALPN h2): GET and POST", needsNghttpd)
     func http2Negotiated() async throws {
-        let certificates = try TestCertificates()
+        let certificates = try await TestCertificates.make()
         defer { certificates.remove() }
-        let server = try TLSTestServer(.http2(files: ["token.json": Self.tokenJSON]), certificates: certificates)
+        let server = try await TLSTestServer.start(.http2(files: ["token.json": Self.tokenJSON]), certificates: certificates)
         defer { server.stop() }
         let transport = CurlTransport(timeout: 10, proxy: .none, caFile: certificates.caFile)
 
@@ -245,11 +245,11 @@ struct CurlProxyAndHTTP2Tests {
 
     @Test("concurrent requests over HTTP/2 all complete, each with its own response", needsNghttpd)
     func http2Concurrent() async throws {
-        let certificates = try TestCertificates()
+        let certificates = try await TestCertificates.make()
         defer { certificates.remove() }
         var files: [String: String] = [:]
         for index in 0..<12 { files["r\(index)"] = #"{"n":\#(index)}"# }
-        let server = try TLSTestServer(.http2(files: files), certificates: certificates)
+        let server = try await TLSTestServer.start(.http2(files: files), certificates: certificates)
         defer { server.stop() }
         let transport = CurlTransport(timeout: 10, proxy: .none, caFile: certificates.caFile)
 
@@ -274,9 +274,9 @@ struct CurlProxyAndHTTP2Tests {
 
     @Test("HTTP/2 through an HTTPS_PROXY tunnel", needsNghttpd)
     func http2ThroughProxy() async throws {
-        let certificates = try TestCertificates()
+        let certificates = try await TestCertificates.make()
         defer { certificates.remove() }
-        let server = try TLSTestServer(.http2(files: ["token.json": Self.tokenJSON]), certificates: certificates)
+        let server = try await TLSTestServer.start(.http2(files: ["token.json": Self.tokenJSON]), certificates: certificates)
         defer { server.stop() }
         let proxy = try ConnectProxy()
         defer { proxy.stop() }
@@ -294,9 +294,9 @@ struct CurlProxyAndHTTP2Tests {
 
     @Test("without h2 on offer it stays HTTP/1.x: over TLS (s_server offers no ALPN) and over plain http")
     func http1WithoutH2() async throws {
-        let certificates = try TestCertificates()
+        let certificates = try await TestCertificates.make()
         defer { certificates.remove() }
-        let server = try TLSTestServer(.openSSL, certificates: certificates)
+        let server = try await TLSTestServer.start(.openSSL, certificates: certificates)
         defer { server.stop() }
         let plain = try TestHTTPServer()
         defer { plain.stop() }

@@ -138,3 +138,27 @@ public final class TLSTestServer: Sendable {
         return UInt16(bigEndian: addr.sin_port)
     }
 }
+
+/// Runs `body` on a thread of its own and returns its result: for work that blocks (child
+/// processes, `usleep`), which must not hold one of the few threads that run tasks (on a 2-core
+/// machine that starves every other test running meanwhile).
+public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try body() }) }
+        thread.start()
+    }
+}
+
+extension TestCertificates {
+    /// ``init(subjectAltName:)`` on a thread of its own (it runs `openssl` four times).
+    public static func make(subjectAltName: String = "DNS:localhost,IP:127.0.0.1") async throws -> TestCertificates {
+        try await onOwnThread { try TestCertificates(subjectAltName: subjectAltName) }
+    }
+}
+
+extension TLSTestServer {
+    /// ``init(_:certificates:)`` on a thread of its own (it starts a process and waits for its port).
+    public static func start(_ kind: Kind, certificates: TestCertificates) async throws -> TLSTestServer {
+        try await onOwnThread { try TLSTestServer(kind, certificates: certificates) }
+    }
+}
