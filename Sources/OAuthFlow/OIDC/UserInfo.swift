@@ -138,50 +138,8 @@ enum UserInfoEndpoint {
 }
 
 /// The error a protected resource reports in `WWW-Authenticate: Bearer …` ([RFC 6750 §3](https://www.rfc-editor.org/rfc/rfc6750#section-3)).
+/// Its `parse(_:)` reads the header with the one `WWW-Authenticate` parser (HTTP/Challenge.swift).
 enum BearerChallenge {
-    /// The `error`, `error_description` and `error_uri` of a `Bearer` challenge; nil without one.
-    static func parse(_ header: String) -> ErrorResponse? {
-        let trimmed = header.trimmingCharacters(in: .whitespaces)
-        guard trimmed.count >= 6, trimmed.prefix(6).lowercased() == "bearer" else { return nil }
-        var parameters: [String: String] = [:]
-        var rest = Substring(trimmed.dropFirst(6))
-        // auth-param = token BWS "=" BWS ( token / quoted-string ), separated by commas (RFC 9110 §11.2).
-        while true {
-            rest = rest.drop { $0 == " " || $0 == "," || $0 == "\t" }
-            guard let equals = rest.firstIndex(of: "=") else { break }
-            let name = rest[..<equals].trimmingCharacters(in: .whitespaces).lowercased()
-            rest = rest[rest.index(after: equals)...].drop { $0 == " " || $0 == "\t" }
-            var value = ""
-            if rest.first == "\"" {
-                rest = rest.dropFirst()
-                var escaped = false
-                var closed = false
-                while let character = rest.first {
-                    rest = rest.dropFirst()
-                    if escaped {
-                        value.append(character)
-                        escaped = false
-                    } else if character == "\\" {
-                        escaped = true
-                    } else if character == "\"" {
-                        closed = true
-                        break
-                    } else {
-                        value.append(character)
-                    }
-                }
-                guard closed else { break }
-            } else {
-                let end = rest.firstIndex(of: ",") ?? rest.endIndex
-                value = rest[..<end].trimmingCharacters(in: .whitespaces)
-                rest = rest[end...]
-            }
-            if parameters[name] == nil { parameters[name] = value }
-        }
-        guard let code = parameters["error"], !code.isEmpty else { return nil }
-        return ErrorResponse(code: .init(rawValue: code), errorDescription: parameters["error_description"], errorURI: parameters["error_uri"])
-    }
-
     /// The error for a non-2xx answer of a bearer-protected endpoint: the challenge's RFC 6750 code
     /// (or a §5.2 JSON body's) as `.serverRejected`, else `.httpStatus`.
     static func error(for response: HTTPResponse, provider: String, endpoint: OAuthError.Endpoint) -> OAuthError {

@@ -9,7 +9,8 @@ import Synchronization
 /// opened on the first request; creating a transport costs nothing.
 ///
 /// What it enforces, whatever the caller asks:
-/// - TLS peer and host name verification against the system CA store;
+/// - TLS peer and host name verification against the system CA store (or the bundle in
+///   ``caFile``, for a private CA);
 /// - `http` and `https` only; redirects are returned as responses, never followed (RFC 9700 §4.11);
 /// - a connect timeout and a total deadline per request, which a trickling server cannot extend;
 /// - ``maximumBodySize``, checked against `Content-Length` and again while the body arrives: the
@@ -44,6 +45,11 @@ public final class CurlTransport: HTTPTransport {
     public let connectTimeout: TimeInterval
     /// The proxy setting.
     public let proxy: Proxy
+    /// A PEM file of CA certificates that server certificates are verified against instead of
+    /// libcurl's default bundle (`CURLOPT_CAINFO`), for servers with a private CA; nil for the
+    /// default. Verification stays on either way. A CA directory libcurl was built with (Debian:
+    /// `/etc/ssl/certs`) still applies; an unreadable file fails each HTTPS request with `.transport`.
+    public let caFile: URL?
 
     private let engine = Mutex<CurlEngine?>(nil)
 
@@ -53,15 +59,17 @@ public final class CurlTransport: HTTPTransport {
     ///   - timeout: the total deadline of each request, in seconds (30 s, as `URLSessionTransport`).
     ///   - connectTimeout: the deadline for connecting, in seconds; at most `timeout`.
     ///   - proxy: ``Proxy/environment`` by default.
+    ///   - caFile: a PEM bundle of the CAs to trust instead of libcurl's default bundle (see ``caFile``).
     public init(
         maximumBodySize: Int = CurlTransport.defaultMaximumBodySize, timeout: TimeInterval = 30,
-        connectTimeout: TimeInterval = 10, proxy: Proxy = .environment
+        connectTimeout: TimeInterval = 10, proxy: Proxy = .environment, caFile: URL? = nil
     ) {
         self.maximumBodySize = max(0, maximumBodySize)
         let total = timeout.isFinite && timeout > 0 ? min(timeout, 86_400) : 30
         self.timeout = total
         self.connectTimeout = connectTimeout.isFinite && connectTimeout > 0 ? min(connectTimeout, total) : min(10, total)
         self.proxy = proxy
+        self.caFile = caFile
     }
 
     deinit { engine.withLock { $0?.stop() } }
@@ -146,6 +154,7 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
         case .none: easy.set(CURLOPT_PROXY, "")
         case .url(let url): easy.set(CURLOPT_PROXY, url.absoluteString)
         }
+        if let caFile = settings.caFile { easy.set(CURLOPT_CAINFO, caFile.path) }
 
         try Self.setMethod(request, on: easy)
 
@@ -285,7 +294,9 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
             let underlying = CurlError(code: Int(code.rawValue), text: library.describe(code))
             return .failure(OAuthError(.transport, message: message(for: code, text: underlying.text), underlying: underlying))
         }
-        return .success(HTTPResponse(status: status, headers: headers, body: body))
+        var response = HTTPResponse(status: status, headers: headers, body: body)
+        response.httpVersion = easy.negotiatedHTTPVersion
+        return .success(response)
     }
 
     private func message(for code: CURLcode, text: String) -> String {
