@@ -33,13 +33,14 @@ let package = Package(
         // URLSessionTransport: the only code that imports FoundationNetworking.
         .target(name: "OAuthFlowURLSession", dependencies: ["OAuthFlow"], swiftSettings: strictSettings),
         .target(name: "OAuthFlowTesting", dependencies: ["OAuthFlow", "OAuthFlowURLSession"], swiftSettings: strictSettings),
-        // Not OAuthFlowTesting: that links FoundationNetworking, which `authflow token` must not load.
+        // Headers only (<postgresql/libpq-fe.h>): OAuthFlowPostgres opens libpq.so.5 with dlopen when
+        // the first PostgresSecretStore is made (see shim.h), so linking the product loads nothing.
         .systemLibrary(
             name: "CLibPQ",
-            pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
         ),
         .target(name: "OAuthFlowPostgres", dependencies: ["OAuthFlow", "CLibPQ"], swiftSettings: strictSettings),
+        // Not OAuthFlowTesting: that links FoundationNetworking, which `authflow token` must not load.
         .target(name: "AuthflowCLI", dependencies: ["OAuthFlow", "OAuthFlowPostgres"], swiftSettings: strictSettings),
         .executableTarget(
             name: "authflow",
@@ -72,7 +73,7 @@ let package = Package(
             exclude: ["Server", "README.md"],
             swiftSettings: strictSettings
         ),
-            // Test-only: one fleet member per process for the PostgreSQL store tests. Not a product.
+        // Test-only: one fleet member per process for the PostgreSQL store tests. Not a product.
         .executableTarget(
             name: "pg-fleet-member",
             dependencies: ["OAuthFlow", "OAuthFlowPostgres"],
@@ -82,7 +83,7 @@ let package = Package(
         .testTarget(
             name: "PostgresTests",
             // "pg-fleet-member" and "authflow" are listed so that `swift test` builds the binaries the tests run.
-            dependencies: ["OAuthFlow", "OAuthFlowPostgres", "TestSupport", "pg-fleet-member", "authflow"],
+            dependencies: ["OAuthFlow", "OAuthFlowPostgres", "AuthflowCLI", "TestSupport", "pg-fleet-member", "authflow"],
             swiftSettings: strictSettings
         ),
     ]

@@ -207,7 +207,7 @@ struct Context: Sendable {
     func catalog() throws(CLIError) -> [Provider] {
         let url = try catalogFile()
         do {
-            return try ProviderCatalog.load(contentsOf: url, environment: environment, strict: strictCatalog)
+            return try ProviderCatalog.load(contentsOf: url, environment: environment, strict: strictCatalog).map(debugging)
         } catch {
             throw .oauth(error, provider: nil)
         }
@@ -225,7 +225,7 @@ struct Context: Sendable {
         } catch {
             throw .oauth(error, provider: id)
         }
-        if let selected { return selected }
+        if let selected { return debugging(selected) }
         let known: String
         do {
             let ids = try ProviderCatalog.load(contentsOf: url, environment: environment, strict: strictCatalog).map(\.id)
@@ -239,6 +239,8 @@ struct Context: Sendable {
     /// The file store, or the PostgreSQL fleet store when `--store` / `$AUTHFLOW_STORE` is a
     /// `postgresql://` (or `postgres://`) URI. The database store needs a key (`--store-key-file`)
     /// or `--store-plaintext`; the URI's password (or `PGPASSWORD`, `~/.pgpass`) is never printed.
+    /// One command opens one database connection (no `LISTEN` connection: it caches nothing),
+    /// and libpq is loaded only for a database store.
     func store() throws(CLIError) -> any SecretStore {
         let encryption = try storeEncryption()
         if encryption != nil, invocation.storePlaintext {
@@ -248,10 +250,15 @@ struct Context: Sendable {
             do {
                 return try PostgresSecretStore(
                     connection: connection, encryption: encryption, allowPlaintext: invocation.storePlaintext,
-                    options: .init(lockTimeout: services.lockTimeout, connectTimeout: 5), environment: environment)
+                    options: .init(lockTimeout: services.lockTimeout, connectTimeout: 4, listensForDeletions: false), environment: environment)
             } catch {
                 throw .oauth(error, provider: nil)
             }
+        }
+        // A file store is plaintext unless it has a key, so the option would change nothing: refuse it rather than ignore it.
+        if invocation.storePlaintext {
+            throw .usage(UsageError("--store-plaintext applies to a postgresql:// store only; a directory store is plaintext without --store-key-file",
+                                    command: invocation.command.name))
         }
         let directory = try storeURL()
         do {
@@ -293,15 +300,18 @@ struct Context: Sendable {
 
     var transport: any HTTPTransport { services.transport ?? CurlTransport() }
 
-    func flowOptions(log: (@Sendable (LogRecord) -> Void)? = nil) -> AuthFlow.Options {
-        AuthFlow.Options(clock: services.clock, now: services.now, userAgent: "authflow/\(Authflow.version)", log: log)
+    /// The flow's options; `log` gets the records, and so does stderr when debugging (see `DebugLog.swift`).
+    func flowOptions(log: (@Sendable (LogRecord) -> Void)? = nil, providers: [Provider] = []) -> AuthFlow.Options {
+        AuthFlow.Options(clock: services.clock, now: services.now, userAgent: "authflow/\(Authflow.version)",
+                         log: logHook(log, providers: providers))
     }
 
     func flow(
         _ providers: [Provider], store: any SecretStore, log: (@Sendable (LogRecord) -> Void)? = nil
     ) async throws(CLIError) -> AuthFlow {
         do throws(OAuthError) {
-            return try await AuthFlow(providers: providers, store: store, transport: transport, options: flowOptions(log: log))
+            return try await AuthFlow(providers: providers, store: store, transport: transport,
+                                      options: flowOptions(log: log, providers: providers))
         } catch {
             throw .oauth(error, provider: nil)
         }

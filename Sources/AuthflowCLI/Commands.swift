@@ -9,12 +9,12 @@ extension Context {
         let providers = try catalog()
         if json {
             for provider in providers {
-                out.write(JSON.object([
+                out.write(JSONValue.line([
                     ("id", .string(provider.id)),
                     ("grants", .strings(Self.loginMethods(provider).map(\.rawValue))),
                     ("login", .string(Self.defaultMethod(provider, environment: environment)?.rawValue)),
                     ("scopes", .strings(provider.scopes)),
-                ]).line)
+                ]))
             }
             return .success
         }
@@ -73,12 +73,12 @@ extension Context {
                          provider: id)
         }
         if json {
-            out.write(JSON.object([
+            out.write(JSONValue.line([
                 ("access_token", .string(set.accessToken.reveal())),
                 ("token_type", .string(set.tokenType)),
                 ("expires_at", .date(set.expiresAt)),
                 ("scopes", .strings(set.scopes)),
-            ]).line)
+            ]))
         } else {
             out.write(set.accessToken.reveal() + "\n")
         }
@@ -106,7 +106,7 @@ extension Context {
         }
         let now = services.now()
         if json {
-            for row in rows { out.write(row.json(now: now).line) }
+            for row in rows { out.write(JSONValue.line(row.json(now: now))) }
         } else {
             out.write(StatusRow.table(rows, now: now, style: outStyle))
         }
@@ -189,14 +189,15 @@ struct StatusRow {
 
     func isUsable(now: Date) -> Bool { authorization != nil && !needsReauthorization(now: now) }
 
-    func json(now: Date) -> JSON {
+    /// The members of its `status --json` line, in order.
+    func json(now: Date) -> [(String, JSONValue)] {
         guard let authorization else {
-            var pairs: [(String, JSON)] = [("provider", .string(provider)), ("logged_in", .bool(false))]
+            var pairs: [(String, JSONValue)] = [("provider", .string(provider)), ("logged_in", .bool(false))]
             if let problem { pairs.append(("error", .string(problem))) }
             pairs.append(("needs_reauthorization", .bool(true)))
-            return .object(pairs)
+            return pairs
         }
-        return .object([
+        return [
             ("provider", .string(provider)),
             ("logged_in", .bool(true)),
             ("grant", .string(authorization.grant.rawValue)),
@@ -209,10 +210,9 @@ struct StatusRow {
             ("needs_reauthorization", .bool(needsReauthorization(now: now))),
             // The validated ID token's identity (Documentation/OIDC.md); null without one.
             ("idToken", authorization.idToken.map { token in
-                .object([("sub", .string(token.subject)), ("iss", .string(token.issuer)),
-                         ("exp", .date(token.expiresAt))])
+                .object(["sub": .string(token.subject), "iss": .string(token.issuer), "exp": .date(token.expiresAt)])
             } ?? .null),
-        ])
+        ]
     }
 
     static func grantName(_ grant: GrantType) -> String {

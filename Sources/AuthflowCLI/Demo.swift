@@ -60,13 +60,19 @@ final class DemoTransport: HTTPTransport {
         await write("→ \(request.method) \(request.url.path)\(grant)")
         let response = try await base.send(request)
         var answer = "← \(response.status)"
-        if let object = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any] {
-            if let error = object["error"] as? String { answer += " error=\(error)" }
+        // Only a JSON object's shape is shown; a body that is not one shows just the status.
+        if case .object(let object)? = Self.parsed(response.body) {
+            if let error = object["error"]?.stringValue { answer += " error=\(DisplayText.escape(error))" }
             if object["access_token"] != nil { answer += " tokens (access token <redacted>)" }
-            if object["user_code"] != nil { answer += " device code <redacted>, user code \(object["user_code"] as? String ?? "")" }
+            if let code = object["user_code"] { answer += " device code <redacted>, user code \(DisplayText.escape(code.stringValue ?? ""))" }
         }
         await write(answer)
         return response
+    }
+
+    /// The body as JSON, or nil when it is not JSON (the line then shows only the status).
+    private static func parsed(_ body: Data) -> JSONValue? {
+        do { return try JSONValue.parse(body) } catch { return nil }
     }
 }
 
@@ -85,10 +91,9 @@ final class DemoServer: HTTPTransport {
             clientID: "demo-client", clientSecret: clientSecret.map(Secret.init), redirectURI: redirectURI, scopes: scopes)
     }
 
-    func script(_ path: String, _ objects: [(status: Int, object: [String: any Sendable])]) {
+    func script(_ path: String, _ objects: [(status: Int, object: [String: JSONValue])]) {
         let responses = objects.map { reply in
-            let body = (try? JSONSerialization.data(withJSONObject: reply.object, options: [.sortedKeys])) ?? Data("{}".utf8)
-            return HTTPResponse(status: reply.status, headers: ["Content-Type": "application/json"], body: body)
+            HTTPResponse(status: reply.status, headers: ["Content-Type": "application/json"], body: JSONValue.object(reply.object).jsonData)
         }
         scripts.withLock { $0[path, default: []] += responses }
     }
@@ -104,14 +109,16 @@ final class DemoServer: HTTPTransport {
         return response ?? HTTPResponse(status: 404, headers: ["Content-Type": "application/json"], body: Data(#"{"error":"not_found"}"#.utf8))
     }
 
-    static func token(access: String, expiresIn: Int, refresh: String? = nil, scope: String) -> (status: Int, object: [String: any Sendable]) {
-        var object: [String: any Sendable] = ["access_token": access, "token_type": "Bearer", "expires_in": expiresIn, "scope": scope]
-        if let refresh { object["refresh_token"] = refresh }
+    static func token(access: String, expiresIn: Int, refresh: String? = nil, scope: String) -> (status: Int, object: [String: JSONValue]) {
+        var object: [String: JSONValue] = [
+            "access_token": .string(access), "token_type": .string("Bearer"), "expires_in": .int(expiresIn), "scope": .string(scope),
+        ]
+        if let refresh { object["refresh_token"] = .string(refresh) }
         return (200, object)
     }
 
-    static func error(_ code: String, description: String) -> (status: Int, object: [String: any Sendable]) {
-        (400, ["error": code, "error_description": description])
+    static func error(_ code: String, description: String) -> (status: Int, object: [String: JSONValue]) {
+        (400, ["error": .string(code), "error_description": .string(description)])
     }
 }
 
@@ -149,8 +156,9 @@ struct Demo {
         let device = deviceHost.provider(id: "demo-device", scopes: ["read", "profile"], redirectURI: URL(string: "http://127.0.0.1:8765/callback"))
         let service = serviceHost.provider(id: "demo-service", clientSecret: secret, scopes: ["billing:read"], redirectURI: nil)
         deviceHost.script("/device/code", [(200, [
-            "device_code": "mock_dc_" + Self.random(), "user_code": "WDJB-MJHT", "verification_uri": "https://\(deviceHost.host)/device",
-            "verification_uri_complete": "https://\(deviceHost.host)/device?user_code=WDJB-MJHT", "expires_in": 900, "interval": 5,
+            "device_code": .string("mock_dc_" + Self.random()), "user_code": .string("WDJB-MJHT"),
+            "verification_uri": .string("https://\(deviceHost.host)/device"),
+            "verification_uri_complete": .string("https://\(deviceHost.host)/device?user_code=WDJB-MJHT"), "expires_in": .int(900), "interval": .int(5),
         ])])
         deviceHost.script("/token", [
             DemoServer.error("authorization_pending", description: "the user has not approved yet"),

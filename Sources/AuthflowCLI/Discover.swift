@@ -26,20 +26,21 @@ extension Context {
     func discover(_ options: DiscoverOptions) async throws(CLIError) -> ExitCode {
         let id = options.id ?? Self.entryID(forIssuer: options.issuer)
         let clientID = options.clientID ?? "YOUR-CLIENT-ID"
-        let provider = Provider(id: id, issuer: options.issuer, clientID: clientID)
+        let provider = debugging(Provider(id: id, issuer: options.issuer, clientID: clientID))
         let metadata: ProviderMetadata
         do throws(OAuthError) {
             try provider.validate()
             let flow = try await AuthFlow(providers: [provider], store: MemorySecretStore(), transport: transport,
-                                          options: flowOptions())
+                                          options: flowOptions(providers: [provider]))
             metadata = try await flow.metadata(for: provider)
         } catch {
             throw .oauth(error, provider: nil)
         }
-        let entry = JSON.object([("id", .string(id)), ("issuer", .string(options.issuer)), ("clientID", .string(clientID))])
+        let entry: [(String, JSONValue)] = [("id", .string(id)), ("issuer", .string(options.issuer)), ("clientID", .string(clientID))]
         if options.json {
-            out.write("{\"issuer\":\(JSON.string(metadata.issuer).text),\"metadata\":\(JSONValue.object(metadata.document).jsonText),"
-                + "\"catalog_entry\":\(entry.text)}\n")
+            // The catalog entry as its own ordered text, so it reads id, issuer, clientID like the catalog.
+            out.write("{\"issuer\":\(JSONValue.string(metadata.issuer).jsonText),\"metadata\":\(JSONValue.object(metadata.document).jsonText),"
+                + "\"catalog_entry\":\(JSONValue.text(orderedMembers: entry))}\n")
             return .success
         }
         let endpoints: [(String, URL?)] = [
@@ -59,7 +60,7 @@ extension Context {
         ]
         out.write("Issuer \(Self.printable(metadata.issuer))\n")
         out.write(Table.render(header: ["METADATA", "VALUE"], rows: rows, style: outStyle))
-        out.write("\nCatalog entry (add clientSecretEnv and redirectURI as your client needs):\n\(entry.line)")
+        out.write("\nCatalog entry (add clientSecretEnv and redirectURI as your client needs):\n\(JSONValue.line(entry))")
         return .success
     }
 

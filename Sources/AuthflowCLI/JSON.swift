@@ -1,59 +1,20 @@
 import Foundation
 import OAuthFlow
 
-/// A JSON value with ordered object keys, so every line starts with `"state"`.
-enum JSON: Sendable, Equatable {
-    case string(String)
-    case int(Int)
-    case bool(Bool)
-    case null
-    case array([JSON])
-    case object([(String, JSON)])
+// The CLI's JSON output goes through the library's one JSON writer (OAuthFlow's JSON/ folder),
+// which escapes every control and bidirectional character, so a JSON line on a terminal cannot draw.
+extension JSONValue {
+    /// A string, or `null` for nil.
+    static func string(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
+    /// An array of strings.
+    static func strings(_ values: [String]) -> JSONValue { .array(values.map(JSONValue.string)) }
+    /// An ISO 8601 time (`2026-05-01T12:00:00Z`), or `null` for nil.
+    static func date(_ value: Date?) -> JSONValue { value.map { .string(Timestamps.iso8601($0)) } ?? .null }
+    /// A whole number.
+    static func int(_ value: Int) -> JSONValue { .number(value) }
 
-    static func == (lhs: JSON, rhs: JSON) -> Bool { lhs.text == rhs.text }
-
-    static func string(_ value: String?) -> JSON { value.map(JSON.string) ?? .null }
-    static func strings(_ values: [String]) -> JSON { .array(values.map(JSON.string)) }
-    static func date(_ value: Date?) -> JSON { value.map { .string(Timestamps.iso8601($0)) } ?? .null }
-
-    /// Compact JSON on one line.
-    var text: String {
-        switch self {
-        case .string(let value): return Self.quote(value)
-        case .int(let value): return String(value)
-        case .bool(let value): return value ? "true" : "false"
-        case .null: return "null"
-        case .array(let values): return "[" + values.map(\.text).joined(separator: ",") + "]"
-        case .object(let pairs): return "{" + pairs.map { Self.quote($0.0) + ":" + $0.1.text }.joined(separator: ",") + "}"
-        }
-    }
-
-    /// The text and a newline: one JSON Lines record.
-    var line: String { text + "\n" }
-
-    private static func quote(_ value: String) -> String {
-        var out = "\""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\u{2028}": out += "\\u2028"
-            case "\u{2029}": out += "\\u2029"
-            default:
-                // Control characters, C1 and bidi overrides too: a JSON line on a terminal cannot draw.
-                if DisplayText.isUnsafe(scalar) {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
-    }
+    /// One JSON Lines record: an object with its members in the order given, and a newline.
+    static func line(_ members: [(String, JSONValue)]) -> String { text(orderedMembers: members) + "\n" }
 }
 
 enum Timestamps {

@@ -9,7 +9,8 @@ extension Context {
         guard provider.issuer != nil, provider.authorizationURL == nil || provider.deviceAuthorizationURL == nil else { return provider }
         var filled = provider
         do {
-            let flow = try await AuthFlow(providers: [provider], store: MemorySecretStore(), transport: transport, options: flowOptions())
+            let flow = try await AuthFlow(providers: [provider], store: MemorySecretStore(), transport: transport,
+                                          options: flowOptions(providers: [provider]))
             let metadata = try await flow.metadata(for: provider)
             filled.authorizationURL = provider.authorizationURL ?? metadata.authorizationEndpoint
             filled.deviceAuthorizationURL = provider.deviceAuthorizationURL ?? metadata.deviceAuthorizationEndpoint
@@ -85,7 +86,7 @@ extension Context {
         guard case .failure(let error) = result else { return .success }
         if options.json, !session.printedError {
             // Failures the flow does not publish (a timeout, a forged state) still end with an error line.
-            out.write(JSON.object([("state", .string("error")), ("provider", .string(id))] + error.jsonFields).line)
+            out.write(JSONValue.line([("state", .string("error")), ("provider", .string(id))] + error.jsonFields))
         }
         throw .oauth(error, provider: id)
     }
@@ -124,7 +125,7 @@ final class LoginSession: Sendable {
         let err = context.err
         if json {
             if case .error = state { seen.withLock { $0.printedError = true } }
-            out.write(StateJSON.record(state, authorizationURL: authorizationURL, redirectURI: redirectURI).line)
+            out.write(JSONValue.line(StateJSON.record(state, authorizationURL: authorizationURL, redirectURI: redirectURI)))
             return
         }
         let style = context.outStyle

@@ -70,8 +70,8 @@ final class StateReporter: Sendable {
 
 /// How a state reads as a JSON Lines record: `state` (its name), `provider`, and its data. Never a token.
 enum StateJSON {
-    static func record(_ state: AuthFlow.State, authorizationURL: URL? = nil, redirectURI: URL? = nil) -> JSON {
-        var pairs: [(String, JSON)] = [("state", .string(state.name))]
+    static func record(_ state: AuthFlow.State, authorizationURL: URL? = nil, redirectURI: URL? = nil) -> [(String, JSONValue)] {
+        var pairs: [(String, JSONValue)] = [("state", .string(state.name))]
         if let provider = state.providerID { pairs.append(("provider", .string(provider))) }
         switch state {
         case .empty, .requestingAccessToken, .requestingDeviceCode:
@@ -98,14 +98,14 @@ enum StateJSON {
         case .error(_, let error):
             pairs += error.jsonFields
         }
-        return .object(pairs)
+        return pairs
     }
 }
 
 extension OAuthError {
     /// `code` (the OAuthError code), `error` (the server's RFC 6749 §5.2 code, or null),
     /// `description`, `recovery` and `exit_code`.
-    var jsonFields: [(String, JSON)] {
+    var jsonFields: [(String, JSONValue)] {
         [
             ("code", .string(code.description)),
             ("error", .string(response?.code.rawValue)),

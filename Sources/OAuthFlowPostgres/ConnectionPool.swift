@@ -7,11 +7,15 @@ import Synchronization
 /// dropped and its slot freed. When every connection is leased, callers wait in order, up to their
 /// deadline. After a failed connect the next attempt waits a backoff (50 ms, doubling, at most 2 s);
 /// callers arriving meanwhile fail at once rather than hammering a database that is down.
+/// When a leased connection turns out lost, every idle one is closed too (``discardIdle()``):
+/// after a database restart they are all dead, and each would otherwise fail one call.
+/// Cancelling a waiting task ends its wait at once.
 final class ConnectionPool: Sendable {
     private enum Handoff {
         case connection(PGConnection)
         case slot
         case timedOut
+        case cancelled
     }
 
     private struct State {
@@ -28,16 +32,18 @@ final class ConnectionPool: Sendable {
     private let state = Mutex(State())
     private let parameters: [(String, String)]
     private let redactor: Redactor
+    private let lib: LibPQ
     private let capacity: Int
     /// Runs on each new connection before first use (session settings); throws to reject it.
     private let prepare: @Sendable (PGConnection) async throws(PostgresStoreFailure) -> Void
 
     init(
-        parameters: [(String, String)], redactor: Redactor, capacity: Int,
+        parameters: [(String, String)], redactor: Redactor, lib: LibPQ, capacity: Int,
         prepare: @escaping @Sendable (PGConnection) async throws(PostgresStoreFailure) -> Void
     ) {
         self.parameters = parameters
         self.redactor = redactor
+        self.lib = lib
         self.capacity = max(1, capacity)
         self.prepare = prepare
     }
@@ -45,9 +51,15 @@ final class ConnectionPool: Sendable {
     /// The backend process ids of this pool's connections (notifications from them are our own).
     var backendPIDs: Set<Int32> { state.withLock { $0.backendPIDs } }
 
+    /// The number of connections open now, leased or idle (for tests and diagnostics).
+    var openCount: Int { state.withLock { $0.open } }
+
     /// A connection: an idle one, a new one while under capacity, or the next one released.
+    /// - Throws: `.timedOut` at `deadline`; `.cancelled` when the task is cancelled while it waits;
+    ///   a connect failure, or the last one while the backoff runs.
     func acquire(deadline: ContinuousClock.Instant) async throws(PostgresStoreFailure) -> PGConnection {
         while true {
+            guard !Task.isCancelled else { throw PostgresStoreFailure(kind: .cancelled, message: "the task was cancelled before it had a connection") }
             enum Step {
                 case use(PGConnection)
                 case connect
@@ -85,6 +97,8 @@ final class ConnectionPool: Sendable {
                 case .slot: continue
                 case .timedOut:
                     throw PostgresStoreFailure(kind: .timedOut, message: "every connection of the pool (\(capacity)) stayed busy until the deadline")
+                case .cancelled:
+                    throw PostgresStoreFailure(kind: .cancelled, message: "the task was cancelled while it waited for a connection")
                 }
             }
         }
@@ -92,7 +106,7 @@ final class ConnectionPool: Sendable {
 
     private func connect() async throws(PostgresStoreFailure) -> PGConnection {
         do {
-            let connection = try await PGConnection.open(parameters, redactor: redactor)
+            let connection = try await PGConnection.open(parameters, redactor: redactor, lib: lib)
             try await prepare(connection)
             state.withLock { state in
                 state.failures = 0
@@ -130,16 +144,38 @@ final class ConnectionPool: Sendable {
             waiter?.resume(returning: .timedOut)
         }
         defer { timer.cancel() }
-        return await withCheckedContinuation { continuation in
-            let immediate = state.withLock { state -> Handoff? in
-                if let connection = state.idle.popLast() { return .connection(connection) }
-                if state.open < capacity { return .slot }
-                if ContinuousClock.now >= deadline { return .timedOut }
-                state.waiters.append((id, continuation))
-                return nil
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let immediate = state.withLock { state -> Handoff? in
+                    if let connection = state.idle.popLast() { return .connection(connection) }
+                    if state.open < capacity { return .slot }
+                    if ContinuousClock.now >= deadline { return .timedOut }
+                    if Task.isCancelled { return .cancelled }
+                    state.waiters.append((id, continuation))
+                    return nil
+                }
+                if let immediate { continuation.resume(returning: immediate) }
             }
-            if let immediate { continuation.resume(returning: immediate) }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Handoff, Never>? in
+                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.waiters.remove(at: index).continuation
+            }
+            waiter?.resume(returning: .cancelled)
         }
+    }
+
+    /// Closes every idle connection (after one turned out lost: the server restarted or the
+    /// network broke, so the others are most likely dead too).
+    func discardIdle() {
+        let dropped = state.withLock { state -> [PGConnection] in
+            let idle = state.idle
+            state.idle = []
+            state.open -= idle.count
+            for connection in idle { state.backendPIDs.remove(connection.backendPID) }
+            return idle
+        }
+        _ = dropped  // closed here, outside the lock, as the last references go
     }
 
     /// Gives a leased connection back; a broken one is closed and its slot handed on.

@@ -100,20 +100,20 @@ public final class MockProvider: Sendable {
     public func discoveryDocument(
         issuer: String? = nil, issParameterSupported: Bool = false, algorithms: [String] = ["RS256"], maxAge: Int? = nil
     ) -> MockResponse {
-        let object: [String: any Sendable] = [
-            "issuer": issuer ?? self.issuer,
-            "authorization_endpoint": url(.authorization).absoluteString,
-            "token_endpoint": url(.token).absoluteString,
-            "device_authorization_endpoint": url(.deviceAuthorization).absoluteString,
-            "revocation_endpoint": url(.revocation).absoluteString,
-            "introspection_endpoint": url(.introspection).absoluteString,
-            "userinfo_endpoint": url(.userinfo).absoluteString,
-            "end_session_endpoint": baseURL.appendingPathComponent("logout").absoluteString,
-            "jwks_uri": url(.jwks).absoluteString,
-            "response_types_supported": ["code"],
-            "id_token_signing_alg_values_supported": algorithms,
-            "code_challenge_methods_supported": ["S256"],
-            "authorization_response_iss_parameter_supported": issParameterSupported,
+        let object: [String: JSONValue] = [
+            "issuer": .string(issuer ?? self.issuer),
+            "authorization_endpoint": .string(url(.authorization).absoluteString),
+            "token_endpoint": .string(url(.token).absoluteString),
+            "device_authorization_endpoint": .string(url(.deviceAuthorization).absoluteString),
+            "revocation_endpoint": .string(url(.revocation).absoluteString),
+            "introspection_endpoint": .string(url(.introspection).absoluteString),
+            "userinfo_endpoint": .string(url(.userinfo).absoluteString),
+            "end_session_endpoint": .string(baseURL.appendingPathComponent("logout").absoluteString),
+            "jwks_uri": .string(url(.jwks).absoluteString),
+            "response_types_supported": .array([.string("code")]),
+            "id_token_signing_alg_values_supported": .array(algorithms.map(JSONValue.string)),
+            "code_challenge_methods_supported": .array([.string("S256")]),
+            "authorization_response_iss_parameter_supported": .bool(issParameterSupported),
         ]
         var response = MockResponse.json(object: object)
         if let maxAge { response.headers["Cache-Control"] = "public, max-age=\(maxAge)" }
@@ -189,10 +189,9 @@ public struct MockResponse: Sendable {
         MockResponse(status: status, headers: headers.merging(["Content-Type": "application/json"]) { a, _ in a }, body: Data(text.utf8))
     }
 
-    /// A JSON object body.
-    public static func json(object: [String: any Sendable], status: Int = 200) -> MockResponse {
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
-        return MockResponse(status: status, headers: ["Content-Type": "application/json"], body: data)
+    /// A JSON object body, members sorted by name (written by OAuthFlow's one JSON writer).
+    public static func json(object: [String: JSONValue], status: Int = 200) -> MockResponse {
+        MockResponse(status: status, headers: ["Content-Type": "application/json"], body: JSONValue.object(object).jsonData)
     }
 
     /// A form-encoded body, as GitHub answers without `Accept: application/json`.
@@ -210,18 +209,18 @@ public struct MockResponse: Sendable {
         access: String, type: String = "Bearer", expiresIn: Int? = 3600, refresh: String? = nil, scope: String? = nil,
         idToken: String? = nil
     ) -> MockResponse {
-        var object: [String: any Sendable] = ["access_token": access, "token_type": type]
-        if let expiresIn { object["expires_in"] = expiresIn }
-        if let refresh { object["refresh_token"] = refresh }
-        if let scope { object["scope"] = scope }
-        if let idToken { object["id_token"] = idToken }
+        var object: [String: JSONValue] = ["access_token": .string(access), "token_type": .string(type)]
+        if let expiresIn { object["expires_in"] = .number(expiresIn) }
+        if let refresh { object["refresh_token"] = .string(refresh) }
+        if let scope { object["scope"] = .string(scope) }
+        if let idToken { object["id_token"] = .string(idToken) }
         return .json(object: object)
     }
 
     /// An RFC 6749 §5.2 error body with status 400 (or the one given, e.g. 200 as GitHub does).
     public static func oauthError(_ code: String, description: String? = nil, status: Int = 400) -> MockResponse {
-        var object: [String: any Sendable] = ["error": code]
-        if let description { object["error_description"] = description }
+        var object: [String: JSONValue] = ["error": .string(code)]
+        if let description { object["error_description"] = .string(description) }
         return .json(object: object, status: status)
     }
 
@@ -230,11 +229,11 @@ public struct MockResponse: Sendable {
         device: String = "mock-device-code", user: String = "WDJB-MJHT", verificationURI: String = "https://example.com/device",
         complete: String? = nil, expiresIn: Int = 900, interval: Int? = 5, uriKey: String = "verification_uri"
     ) -> MockResponse {
-        var object: [String: any Sendable] = [
-            "device_code": device, "user_code": user, uriKey: verificationURI, "expires_in": expiresIn,
+        var object: [String: JSONValue] = [
+            "device_code": .string(device), "user_code": .string(user), uriKey: .string(verificationURI), "expires_in": .number(expiresIn),
         ]
-        if let complete { object["verification_uri_complete"] = complete }
-        if let interval { object["interval"] = interval }
+        if let complete { object["verification_uri_complete"] = .string(complete) }
+        if let interval { object["interval"] = .number(interval) }
         return .json(object: object)
     }
 }

@@ -62,14 +62,22 @@ struct IDTokenFlowTests {
         #expect(mock.requests().isEmpty)
     }
 
-    @Test("a stored entry without the validated mark keeps its raw id_token but exposes no claims")
+    @Test("an ID token stored without the validated mark (by an older version) is never used, and the next save drops it")
     func unmarkedEntry() async throws {
         let token = try Self.keyA.token(claims: claims(nonce: nil))
-        let set = TokenSet(providerID: "op", accessToken: Secret("at"), idToken: Secret(token), issuedAt: clock.date, grant: .authorizationCode)
+        let set = TokenSet(providerID: "op", accessToken: Secret("at"), refreshToken: Secret("rt-1"), idToken: Secret(token),
+                           issuedAt: clock.date, expiresAt: clock.date.addingTimeInterval(3600), grant: .authorizationCode)
         try await store.save(StoredEntry.encode(set), for: "op")
         let flow = try await flow()
-        #expect(await flow.authorization(for: "op")?.hasIDToken == true)
+        #expect(await flow.authorization(for: "op")?.hasIDToken == false)
         #expect(await flow.authorization(for: "op")?.idToken == nil)
+        #expect(try await flow.tokenSet(for: "op").idToken == nil)
+        // A refresh without an ID token saves the entry again: the unvalidated token is gone from it.
+        mock.script(.openIDConfiguration, [mock.discoveryDocument()])
+        mock.script(.token, [.token(access: "at-2")])
+        try await flow.refresh(provider: "op")
+        let saved = String(decoding: try #require(try await store.load("op")), as: UTF8.self)
+        #expect(!saved.contains("idToken") && !saved.contains(token.split(separator: ".")[2]))
     }
 
     @Test("an unknown kid triggers one JWKS refetch, and the rotated key validates")
@@ -308,5 +316,75 @@ extension IDTokenFlowTests {
         let error = await #expect(throws: OAuthError.self) { try await flow.authorizeWithDeviceCode(provider: "op") }
         #expect(error?.code == .idTokenRejected)
         #expect(try await store.keys().isEmpty)
+    }
+}
+
+// MARK: - Client credentials, and providers that cannot validate
+
+extension IDTokenFlowTests {
+    /// The discovered provider "svc" as a confidential client.
+    func serviceFlow() async throws -> AuthFlow {
+        mock.script(.openIDConfiguration, [mock.discoveryDocument()])
+        mock.script(.jwks, [MockProvider.jwks([try Self.keyA.jwk()])])
+        return try await flow(mock.discoveredProvider(id: "svc", clientSecret: "svc-secret"))
+    }
+
+    @Test("client credentials: an ID token in the answer is validated (no nonce), stored marked validated and exposed as Authorization.idToken")
+    func clientCredentialsValidated() async throws {
+        let flow = try await serviceFlow()
+        let token = try Self.keyA.token(claims: claims(nonce: nil, ["sub": .string("svc-client")]))
+        mock.script(.token, [.token(access: "at-cc", idToken: token)])
+        let authorization = try await flow.clientCredentials(provider: "svc")
+        #expect(authorization.grant == .clientCredentials)
+        #expect(authorization.idToken?.subject == "svc-client")
+        #expect(authorization.idToken?.issuer == mock.issuer)
+        #expect(authorization.hasIDToken)
+        #expect(mock.requests().map(\.url.path) == ["/.well-known/openid-configuration", "/token", "/jwks"])
+        let stored = String(decoding: try #require(try await store.load("svc")), as: UTF8.self)
+        #expect(stored.contains(#""idTokenValidated":true"#))
+        #expect(try await flow.tokenSet(for: "svc").idToken?.reveal() == token)
+    }
+
+    @Test("client credentials: a rejected ID token (wrong aud) stores nothing and publishes .error, never .authorized")
+    func clientCredentialsRejected() async throws {
+        let flow = try await serviceFlow()
+        let recorders = recordStates(flow, count: 1)
+        let token = try Self.keyA.token(claims: claims(nonce: nil, ["aud": .string("someone-else")]))
+        mock.script(.token, [.token(access: "at-cc", idToken: token)])
+        let error = try #require(await #expect(throws: OAuthError.self) { try await flow.clientCredentials(provider: "svc") })
+        #expect(error.code == .idTokenRejected)
+        #expect(error.tokenRejection == .audience)
+        #expect(error.endpoint == .token)
+        #expect(try await store.keys().isEmpty)
+        #expect(await flow.authorization(for: "svc") == nil)
+        #expect(await collected(recorders)[0] == [.empty, .requestingAccessToken(provider: "svc"), .error(provider: "svc", error)])
+    }
+
+    @Test("a provider without issuer: an id_token in the answer is discarded — not stored, not exposed — with a warning that shows only its shape")
+    func noIssuerDiscards() async throws {
+        let log = LogCollector()
+        let flow = try await AuthFlow(providers: [mock.provider(id: "plain", scopes: ["openid", "read"])], store: store,
+                                      transport: mock.transport(), options: options(clock, log: log))
+        let token = try Self.keyA.token(claims: claims(nonce: nil))
+        mock.script(.deviceAuthorization, [.deviceCode(interval: 1)])
+        mock.script(.token, [.token(access: "at-1", refresh: "rt-1", idToken: token)])
+        let authorization = try await flow.authorizeWithDeviceCode(provider: "plain")
+        #expect(authorization.idToken == nil)
+        #expect(!authorization.hasIDToken)
+        #expect(try await flow.tokenSet(for: "plain").idToken == nil)
+        let stored = String(decoding: try #require(try await store.load("plain")), as: UTF8.self)
+        #expect(!stored.contains("idToken"))
+        #expect(!stored.contains(token.split(separator: ".")[1]))
+        let warning = try #require(log.all.first { $0.level == .warning && $0.message.contains("id_token") })
+        #expect(warning.message.contains("discarded") && warning.message.contains("3 segments"))
+        #expect(!warning.message.contains(token.split(separator: ".")[1]) && !warning.message.contains(token.split(separator: ".")[2]))
+        #expect(mock.requests(.jwks).isEmpty, "nothing to validate against, so no keys are fetched")
+
+        // A refresh answer's id_token is discarded the same way.
+        clock.advance(by: .seconds(3600))
+        mock.script(.token, [.token(access: "at-2", idToken: token)])
+        try await flow.refresh(provider: "plain")
+        #expect(await flow.authorization(for: "plain")?.hasIDToken == false)
+        #expect(!String(decoding: try #require(try await store.load("plain")), as: UTF8.self).contains("idToken"))
     }
 }

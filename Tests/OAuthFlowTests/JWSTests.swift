@@ -35,7 +35,34 @@ enum Vectors {
     static let cookbookES512 = "eyJhbGciOiJFUzUxMiIsImtpZCI6ImJpbGJvLmJhZ2dpbnNAaG9iYml0b24uZXhhbXBsZSJ9." + cookbookPayload64
         + ".AE_R_YZCChjn4791jSQCrdPZCNYqHXCTZH0-JZGYNlaAjP2kqaluUIIUnC9qvbu9Plon7KRTzoNEuT4Va2cmL1eJAQy3mtPBu_u_sDDyYjnAMDxXPn7XrT0lw-kvAD890jl8e2puQens_IEKBpHABlsbEPX6sFY8OcGDqoRuBomu9xQ2"
 
+    /// Made outside this library, with the `openssl` 3.0 command line (not by SigningKey):
+    /// `openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048`, then over the signing input
+    /// `openssl dgst -sha256 -sigopt rsa_padding_mode:pss -sigopt rsa_pss_saltlen:32 -sign key.pem`
+    /// (MGF1 with SHA-256, the default), checked with `openssl dgst … -verify`. The key's public half:
+    static let opensslRSAN = "oO1PS5KzI1421dv5VKjtFxYoHIOXDjN51R4VwzOhoIT1IYbivoV9VvurdMnwRa58XnB5n0emqavVWEnj8Iqvr-w0KLTGKhlavlz9d4HaEAE76Mt8mgqHHP1CGLZdD18vD-a-ZghdeT4rviybMVv1QiPlJ-g8ryWrg9J1Kj4VWyTnH9omQu_I1j6J_0R7gLLDOu25iQa8SCqfyE1x6HexlO7jFzf-b9iYWSnSH2vrOufcez0Ka4fc2jlj4oaLfjAgQOyZwetAoG2A0Kxl8XtJsALEdKeOaHTEFuTmO8GrX80vKj3m5pIgDE3m76V_8KByyZ4dLZrhY2WeA85ohYTTCw"
+    /// The payload of both openssl vectors: `{"iss":"https://openssl.example","sub":"external-vector",…}`.
+    static let opensslPayload64 = "eyJpc3MiOiJodHRwczovL29wZW5zc2wuZXhhbXBsZSIsInN1YiI6ImV4dGVybmFsLXZlY3RvciIsImF1ZCI6ImNsaWVudCIsImlhdCI6MTcwMDAwMDAwMCwiZXhwIjoxNzAwMDAzNjAwfQ"
+    /// The PS256 JWS signed by openssl, header `{"alg":"PS256","kid":"openssl-ps256"}`.
+    static let opensslPS256 = "eyJhbGciOiJQUzI1NiIsImtpZCI6Im9wZW5zc2wtcHMyNTYifQ." + opensslPayload64
+        + ".hSYoGZLWNd_B1-nIaGRKEbQkkB4RUUwDWrB0Ub2yfin48yOpsG7loEwWwd7oyyKtgoQ1cnj8w23enxxVreqHHFceEjPOdJ7QNOcQGJ6goPgCu7MBb5R5bFAhr22Kw6AGTTLEBpLeqCTG8cRlfPyQv170xWfdr54HhgamyjOsx76twFgPwzoFGBHPokEvGrQmFgsKxPS0_t3FUNDY-BvbRjitOchpPb4HpJb_s3eg4IAWSlmiTW6rZgwJ3gkyQSvp78jF7PnyoIe0CwkScoHyju8MyBLZVdG6nZ_amvxvlO35JvaLC6h3ixYv6Nyh4BLuM5WRtHKwmu0rF6J87qGV9A"
+    /// An ES256 JWS made the same way (`openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256`,
+    /// `openssl dgst -sha256 -sign ec.pem`), its DER signature turned into raw r‖s by a script:
+    /// DER `3044 0220 2ad512e7…8945adc 0220 008f2cf6…832947b2c`, where s carries a 0x00 pad byte
+    /// that the raw form drops. The key's public coordinates:
+    static let opensslECX = "HjuCyGJ5QIabzE5cFNBXZyGmHerYDira-OcKuYUW7-I"
+    static let opensslECY = "l3j-kZtIYwBjl8ystENTPOAC11eXoY30VRzroCYpg48"
+    static let opensslES256 = "eyJhbGciOiJFUzI1NiIsImtpZCI6Im9wZW5zc2wtZXMyNTYifQ." + opensslPayload64
+        + ".KtUS569_EP5hunhgQ0mRBvKodqN2iRG1aeOSRuiUWtwAjyz2oRBUQz0-V5uyvb2B-_LV66flWJJCxGF4MpR7LA"
+
     static func bytes(_ base64url: String) -> [UInt8] { Base64URL.decode(base64url)! }
+
+    /// `compact` with one bit of its signature flipped.
+    static func tampered(_ compact: String) -> String {
+        let dot = compact.lastIndex(of: ".")!
+        var signature = bytes(String(compact[compact.index(after: dot)...]))
+        signature[signature.count / 2] ^= 0x01
+        return String(compact[...dot]) + Base64URL.encode(signature)
+    }
 
     /// (signing input, signature) of a compact JWS.
     static func split(_ compact: String) -> ([UInt8], [UInt8]) {
@@ -81,6 +108,34 @@ struct SignatureTests {
         let (input, signature) = Vectors.split(Vectors.cookbookPS384)
         #expect(try !key.verify(.ps256, signingInput: input, signature: signature))
         #expect(try !key.verify(.rs384, signingInput: input, signature: signature))
+    }
+
+    @Test("PS256 signed by the openssl command line (RSASSA-PSS, MGF1-SHA-256, 32-byte salt) verifies through its JWK; a tampered copy does not")
+    func opensslPS256() throws {
+        let set = try keySet(#"{"kty":"RSA","kid":"openssl-ps256","use":"sig","alg":"PS256","n":"\#(Vectors.opensslRSAN)","e":"AQAB"}"#)
+        let verified = try JWSVerifier.verify(compact: Vectors.opensslPS256, keys: set, allowed: [.ps256], clientSecret: nil)
+        #expect(verified.header.algorithm == .ps256)
+        #expect(verified.header.keyID == "openssl-ps256")
+        #expect(String(decoding: verified.payload, as: UTF8.self).contains(#""sub":"external-vector""#))
+        expectRejection(.badSignature) {
+            _ = try JWSVerifier.verify(compact: Vectors.tampered(Vectors.opensslPS256), keys: set, allowed: [.ps256], clientSecret: nil)
+        }
+        // The same bytes are not a PKCS #1 v1.5 signature, nor PSS over SHA-384.
+        let key = try PublicKey.rsa(modulus: Vectors.bytes(Vectors.opensslRSAN), exponent: [1, 0, 1])
+        let (input, signature) = Vectors.split(Vectors.opensslPS256)
+        #expect(try !key.verify(.rs256, signingInput: input, signature: signature))
+        #expect(try !key.verify(.ps384, signingInput: input, signature: signature))
+    }
+
+    @Test("ES256 signed by the openssl command line (DER converted to raw r‖s) verifies through its JWK; a tampered copy does not")
+    func opensslES256() throws {
+        let set = try keySet(#"{"kty":"EC","crv":"P-256","kid":"openssl-es256","use":"sig","x":"\#(Vectors.opensslECX)","y":"\#(Vectors.opensslECY)"}"#)
+        let verified = try JWSVerifier.verify(compact: Vectors.opensslES256, keys: set, allowed: [.es256], clientSecret: nil)
+        #expect(verified.header.keyID == "openssl-es256")
+        #expect(Vectors.split(Vectors.opensslES256).1.count == 64)
+        expectRejection(.badSignature) {
+            _ = try JWSVerifier.verify(compact: Vectors.tampered(Vectors.opensslES256), keys: set, allowed: [.es256], clientSecret: nil)
+        }
     }
 
     @Test("RFC 7520 §4.3: the published ES512 (P-521, 132-byte r‖s) example verifies")

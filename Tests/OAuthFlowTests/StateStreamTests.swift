@@ -258,3 +258,105 @@ private struct FailingListStore: SecretStore {
         to key: String, _ body: @Sendable () async throws(OAuthError) -> T
     ) async throws(OAuthError) -> T { try await body() }
 }
+
+// MARK: - Every failing public call publishes .error
+
+/// A store whose listing fails, as a vault or a database that is down does.
+final class UnlistableStore: SecretStore {
+    let base = MemorySecretStore()
+    func load(_ key: String) async throws(OAuthError) -> Data? { try await base.load(key) }
+    func save(_ data: Data, for key: String) async throws(OAuthError) { try await base.save(data, for: key) }
+    func delete(_ key: String) async throws(OAuthError) { try await base.delete(key) }
+    func keys() async throws(OAuthError) -> [String] { throw OAuthError(.storage, message: "the vault is sealed") }
+    func withExclusiveAccess<T: Sendable>(
+        to key: String, _ body: @Sendable () async throws(OAuthError) -> T
+    ) async throws(OAuthError) -> T {
+        try await base.withExclusiveAccess(to: key, body)
+    }
+}
+
+extension StateStreamTests {
+    @Test("restore() whose store cannot list its entries publishes .error (no provider: the store failed) and rethrows")
+    func restoreListingFails() async throws {
+        var options = options(clock)
+        options.restoresAtStart = false
+        let flow = try await AuthFlow(providers: [mock.provider(id: "app")], store: UnlistableStore(), transport: mock.transport(),
+                                      options: options)
+        let recorders = recordStates(flow, count: 1)
+        let error = try #require(await #expect(throws: OAuthError.self) { try await flow.restore() })
+        #expect(error.code == .storage)
+        #expect(await collected(recorders)[0] == [.empty, .error(provider: "", error)])
+        // In the initializer the same failure is thrown (no one can have subscribed yet).
+        let failed = await #expect(throws: OAuthError.self) {
+            try await AuthFlow(providers: [mock.provider(id: "app")], store: UnlistableStore(), transport: mock.transport(),
+                               options: AuthFlow.Options(clock: clock, now: { clock.date }))
+        }
+        #expect(failed?.code == .storage)
+    }
+
+    @Test("metadata(for:) called directly publishes .error when discovery fails, and nothing when it succeeds")
+    func metadataFailurePublishes() async throws {
+        let provider = mock.discoveredProvider(id: "op")
+        mock.script(.openIDConfiguration, [.html(status: 503), mock.discoveryDocument()])
+        let flow = try await AuthFlow(providers: [provider], transport: mock.transport(), options: options(clock))
+        let recorders = recordStates(flow, count: 1, limit: 2)
+        let error = try #require(await #expect(throws: OAuthError.self) { try await flow.metadata(for: provider) })
+        #expect(error.code == .httpStatus && error.httpStatus == 503)
+        #expect(error.providerID == "op")
+        #expect(await collected(recorders)[0] == [.empty, .error(provider: "op", error)])
+        #expect(try await flow.metadata(for: provider).issuer == mock.issuer)
+        #expect(flow.state == .error(provider: "op", error), "a successful call publishes nothing")
+    }
+
+    @Test("a flow's own discovery failure is published once, by the call that needed it, not twice")
+    func discoveryFailurePublishedOnce() async throws {
+        mock.script(.openIDConfiguration, [.html(status: 503)])
+        let flow = try await AuthFlow(providers: [mock.discoveredProvider(id: "op")], transport: mock.transport(), options: options(clock))
+        let recorders = recordStates(flow, count: 1) { $0.providerID == "nope" }
+        let first = try #require(await #expect(throws: OAuthError.self) { try await flow.authorizationRequest(provider: "op") })
+        // A second, distinct failure ends the recording.
+        let second = try #require(await #expect(throws: OAuthError.self) { try await flow.authorizationRequest(provider: "nope") })
+        #expect(await collected(recorders)[0] == [.empty, .error(provider: "op", first), .error(provider: "nope", second)])
+    }
+
+    @Test("TokenSource.authorizationHeaderValue() for a set that is not Bearer publishes .error and rethrows")
+    func headerValueNotBearer() async throws {
+        let flow = try await AuthFlow(providers: [mock.provider(id: "app")], transport: mock.transport(), options: options(clock))
+        let set = TokenSet(providerID: "app", accessToken: Secret("at-dpop"), tokenType: "DPoP", issuedAt: clock.date,
+                           expiresAt: clock.date.addingTimeInterval(3600), grant: .authorizationCode)
+        await flow.cache(set)  // a set no grant can produce today: the check is the last line of defence
+        let recorders = recordStates(flow, count: 1)
+        let error = try #require(await #expect(throws: OAuthError.self) { try await flow.tokenSource(for: "app").authorizationHeaderValue() })
+        #expect(error.code == .invalidResponse)
+        #expect(error.message?.contains("DPoP") == true)
+        #expect(!String(reflecting: error).contains("at-dpop"))
+        #expect(await collected(recorders)[0] == [.empty, .error(provider: "app", error)])
+        #expect(mock.requests().isEmpty)
+    }
+
+    @Test("a refresh whose store lock cannot be taken publishes .error; no token request is sent")
+    func lockFailurePublishes() async throws {
+        let parent = FileManager.default.temporaryDirectory.appendingPathComponent("StateStreamTests-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: parent, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(at: parent) }
+        let directory = parent.appendingPathComponent("store", isDirectory: true)
+        let fileStore = try FileSecretStore(directory: directory)
+        try await fileStore.save(storedEntry(provider: "app", access: "at-old", refresh: "rt-1", issuedAt: clock.date.addingTimeInterval(-7200)),
+                                 for: "app")
+        // A symbolic link where the lock file belongs: FileSecretStore refuses it before the body runs.
+        try FileManager.default.createSymbolicLink(atPath: directory.appendingPathComponent("app.lock").path,
+                                                   withDestinationPath: parent.appendingPathComponent("elsewhere").path)
+        mock.script(.token, [.token(access: "at-new", refresh: "rt-2")])
+        let flow = try await AuthFlow(providers: [mock.provider(id: "app")], store: fileStore, transport: mock.transport(),
+                                      options: options(clock))
+        let restored = try #require(await flow.authorization(for: "app"))
+        let recorders = recordStates(flow, count: 1)
+
+        let error = try #require(await #expect(throws: OAuthError.self) { try await flow.accessToken(for: "app") })
+
+        #expect(error.code == .storage)
+        #expect(error.message?.contains("symbolic link") == true)
+        #expect(await collected(recorders)[0] == [.authorized(provider: "app", restored), .error(provider: "app", error)])
+        #expect(mock.requests().isEmpty)
+    }
+}

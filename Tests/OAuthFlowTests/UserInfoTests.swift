@@ -11,14 +11,22 @@ func compactJWT(_ claims: String) -> String {
 }
 
 /// A store entry as the flow writes it, so a test can start from tokens it did not obtain itself.
+/// An `idToken` is marked validated (as the flow marks one that passed every check) unless
+/// `validated` is false (as an older version stored unvalidated ones).
 func storedEntry(
     provider: String, access: String = "at-1", type: String = "Bearer", refresh: String? = "rt-1", idToken: String? = nil,
-    issuedAt: Date, lifetime: TimeInterval = 3600
+    validated: Bool = true, issuedAt: Date, lifetime: TimeInterval = 3600
 ) -> Data {
-    StoredEntry.encode(TokenSet(
+    let claims = validated ? idToken.flatMap { try? IDToken(storedToken: Secret($0)) } : nil
+    return StoredEntry.encode(TokenSet(
         providerID: provider, accessToken: Secret(access), tokenType: type, refreshToken: refresh.map(Secret.init),
-        idToken: idToken.map(Secret.init), scopes: ["openid"], issuedAt: issuedAt, expiresAt: issuedAt.addingTimeInterval(lifetime),
-        grant: .authorizationCode))
+        idToken: idToken.map(Secret.init), validatedIDToken: claims, scopes: ["openid"], issuedAt: issuedAt,
+        expiresAt: issuedAt.addingTimeInterval(lifetime), grant: .authorizationCode))
+}
+
+/// The claims of a held ID token for issuer `iss` and client `c`, valid around 2026.
+func heldIDTokenClaims(sub: String, iss: String = "https://issuer.example", aud: String = "c") -> String {
+    #"{"iss":"\#(iss)","sub":"\#(sub)","aud":"\#(aud)","exp":1900000000,"iat":1700000000}"#
 }
 
 @Suite("Userinfo (OpenID Connect Core §5.3, RFC 6750)", .timeLimit(.minutes(1)))
@@ -33,8 +41,7 @@ struct UserInfoTests {
 
     /// A flow holding tokens for "app" whose ID token has `sub`.
     func flowHoldingIDToken(sub: String = "user-1", provider: Provider? = nil) async throws -> AuthFlow {
-        let entry = storedEntry(provider: "app", idToken: compactJWT(#"{"iss":"https://issuer.example","sub":"\#(sub)","aud":"c"}"#),
-                                issuedAt: clock.date)
+        let entry = storedEntry(provider: "app", idToken: compactJWT(heldIDTokenClaims(sub: sub)), issuedAt: clock.date)
         return try await flow(provider, store: MemorySecretStore(["app": entry]))
     }
 
@@ -138,17 +145,6 @@ struct UserInfoTests {
         #expect(third.code == .httpStatus && third.httpStatus == 502 && third.recovery == .retryLater)
     }
 
-    @Test("a signed userinfo answer (application/jwt) is refused with .invalidResponse: not supported yet (OpenID Connect Core §5.3.2)")
-    func signedJWTRefused() async throws {
-        let flow = try await flowHoldingIDToken()
-        mock.script(.userinfo, [MockResponse(status: 200, headers: ["Content-Type": "application/jwt"],
-                                             body: Data(compactJWT(#"{"sub":"user-1"}"#).utf8))])
-        let error = try #require(await #expect(throws: OAuthError.self) { try await flow.userInfo(provider: "app") })
-        #expect(error.code == .invalidResponse)
-        #expect(error.endpoint == .userinfo)
-        #expect(error.message?.contains("application/jwt") == true)
-    }
-
     @Test("malformed answers are .invalidResponse, never a trap", arguments: [
         MockResponse.json(#"{"name":"no sub"}"#), .json(#"{"sub":42}"#), .json(#"{"sub":""}"#), .json(#"["sub"]"#),
         .json(#"{"sub":"a","sub":"b"}"#), .json(#"{"sub":"a""#), .html("<html>ok</html>", status: 200),
@@ -212,5 +208,182 @@ struct UserInfoTests {
         let parsed = BearerChallenge.parse(header)
         #expect(parsed?.code.rawValue == code)
         #expect(parsed?.errorDescription == description)
+    }
+}
+
+extension UserInfoTests {
+    @Test("a held ID token that was never validated is not used for the sub check: there is nothing trustworthy to compare")
+    func unvalidatedHeldTokenIgnored() async throws {
+        let entry = storedEntry(provider: "app", idToken: compactJWT(heldIDTokenClaims(sub: "user-1")), validated: false, issuedAt: clock.date)
+        let flow = try await flow(store: MemorySecretStore(["app": entry]))
+        mock.script(.userinfo, [.json(#"{"sub":"user-2"}"#)])
+        #expect(try await flow.userInfo(provider: "app").subject == "user-2")
+        #expect(try await flow.tokenSet(for: "app").idToken == nil)
+    }
+}
+
+// MARK: - Signed answers (application/jwt, OpenID Connect Core §5.3.2)
+
+extension UserInfoTests {
+    static let keyA = Minter(TestKeys.rsa, .rs256, kid: "key-a")
+    static let keyB = Minter(TestKeys.rsaOther, .rs256, kid: "key-b")
+
+    /// A flow for the discovered provider "app" holding a validated ID token of `user-1` from the mock's issuer.
+    func signedFlow(jwks: [MockResponse]? = nil, provider: Provider? = nil) async throws -> AuthFlow {
+        mock.script(.openIDConfiguration, [mock.discoveryDocument()])
+        mock.script(.jwks, try jwks ?? [MockProvider.jwks([Self.keyA.jwk()])])
+        let held = compactJWT(heldIDTokenClaims(sub: "user-1", iss: mock.issuer, aud: "mock-client"))
+        let entry = storedEntry(provider: "app", idToken: held, issuedAt: clock.date)
+        return try await flow(provider ?? mock.discoveredProvider(id: "app"), store: MemorySecretStore(["app": entry]))
+    }
+
+    /// Userinfo claims for `user-1` from the mock's issuer to `mock-client`, changed by `changes`, without `removing`.
+    func signedClaims(_ changes: [String: JSONValue] = [:], removing: [String] = []) -> [String: JSONValue] {
+        var claims: [String: JSONValue] = [
+            "iss": .string(mock.issuer), "aud": .string("mock-client"), "sub": .string("user-1"), "email": .string("alice@example.com"),
+        ]
+        claims.merge(changes) { $1 }
+        for name in removing { claims[name] = nil }
+        return claims
+    }
+
+    static func jwt(_ token: String) -> MockResponse {
+        MockResponse(status: 200, headers: ["Content-Type": "application/jwt"], body: Data((token + "\n").utf8))
+    }
+
+    /// Runs userinfo against `answer` and expects `.invalidResponse` with `reason`, published as `.error`.
+    @discardableResult
+    func expectSignedRefusal(
+        _ flow: AuthFlow, _ answer: String, reason: TokenRejection?, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> OAuthError {
+        mock.script(.userinfo, [Self.jwt(answer)])
+        let error = try #require(await #expect(throws: OAuthError.self, sourceLocation: sourceLocation) {
+            try await flow.userInfo(provider: "app")
+        }, sourceLocation: sourceLocation)
+        #expect(error.code == .invalidResponse, sourceLocation: sourceLocation)
+        #expect(error.endpoint == .userinfo, sourceLocation: sourceLocation)
+        #expect(error.tokenRejection == reason, "\(error)", sourceLocation: sourceLocation)
+        #expect(flow.state == .error(provider: "app", error), sourceLocation: sourceLocation)
+        #expect(!String(reflecting: error).contains(answer.split(separator: ".")[2]), sourceLocation: sourceLocation)
+        #expect(!String(reflecting: error).contains("alice@example.com"), sourceLocation: sourceLocation)
+        return error
+    }
+
+    enum SignedVariant: String, CaseIterable, Sendable { case issAndAud, audienceArray, neitherIssNorAud }
+
+    @Test("a signed answer verified with the discovered JWKS is read; iss and aud are checked only when present (Core §5.3.2 says SHOULD)",
+          arguments: SignedVariant.allCases)
+    func signedAccepted(variant: SignedVariant) async throws {
+        let flow = try await signedFlow()
+        let claims: [String: JSONValue]
+        switch variant {
+        case .issAndAud: claims = signedClaims()
+        case .audienceArray: claims = signedClaims(["aud": .array([.string("other-client"), .string("mock-client")])])
+        case .neitherIssNorAud: claims = signedClaims(removing: ["iss", "aud"])
+        }
+        mock.script(.userinfo, [Self.jwt(try Self.keyA.token(claims: claims))])
+
+        let info = try await flow.userInfo(provider: "app")
+
+        #expect(info.subject == "user-1")
+        #expect(info.claims["email"]?.stringValue == "alice@example.com")
+        #expect(info.claims.count == claims.count)
+        #expect(mock.requests().map(\.url.path) == ["/.well-known/openid-configuration", "/userinfo", "/jwks"])
+        #expect(mock.requests(.userinfo).only?.header("Accept") == "application/json, application/jwt")
+        #expect(flow.state.name == "authorized", "a successful call publishes nothing new")
+    }
+
+    @Test("a signed answer whose signature does not verify is .invalidResponse (badSignature), published as .error")
+    func signedBadSignature() async throws {
+        let flow = try await signedFlow()
+        var parts = try Self.keyA.token(claims: signedClaims()).split(separator: ".").map(String.init)
+        parts[1] = Base64URL.encode(Array(JSONValue.object(signedClaims(["sub": .string("user-1"), "email": .string("mallory@example.com")])).jsonText.utf8))
+        try await expectSignedRefusal(flow, parts.joined(separator: "."), reason: .badSignature)
+    }
+
+    @Test("a signed answer from another issuer is .invalidResponse (issuer)")
+    func signedWrongIssuer() async throws {
+        let flow = try await signedFlow()
+        let error = try await expectSignedRefusal(flow, try Self.keyA.token(claims: signedClaims(["iss": .string("https://evil.example")])),
+                                                  reason: .issuer)
+        #expect(error.message?.contains("https://evil.example") == true)
+    }
+
+    @Test("a signed answer for another audience is .invalidResponse (audience)", arguments: [
+        JSONValue.string("other-client"), .array([.string("other-client")]),
+    ])
+    func signedWrongAudience(audience: JSONValue) async throws {
+        let flow = try await signedFlow()
+        try await expectSignedRefusal(flow, try Self.keyA.token(claims: signedClaims(["aud": audience])), reason: .audience)
+    }
+
+    @Test("a signed answer whose exp has passed (beyond the clock skew) is .invalidResponse (expired)")
+    func signedExpired() async throws {
+        let flow = try await signedFlow()
+        let exp = JSONValue.number(String(Int(clock.date.timeIntervalSince1970) - 120))
+        try await expectSignedRefusal(flow, try Self.keyA.token(claims: signedClaims(["exp": exp])), reason: .expired)
+    }
+
+    @Test("a signed answer in an algorithm outside the allowed list is refused before any key is used")
+    func signedAlgorithmNotAllowed() async throws {
+        let flow = try await signedFlow()
+        let token = try Minter(TestKeys.p256, .es256, kid: "key-a").token(claims: signedClaims())
+        try await expectSignedRefusal(flow, token, reason: .algorithmNotAllowed)
+    }
+
+    @Test("a validly signed answer whose sub differs from the ID token's is .invalidResponse (Core §5.3.4)")
+    func signedSubMismatch() async throws {
+        let flow = try await signedFlow()
+        let error = try await expectSignedRefusal(flow, try Self.keyA.token(claims: signedClaims(["sub": .string("user-2")])), reason: nil)
+        #expect(error.message?.contains("§5.3.4") == true)
+    }
+
+    @Test("a signed answer under an unknown kid refetches the JWKS once, and the rotated key verifies it")
+    func signedUnknownKidRefetches() async throws {
+        let flow = try await signedFlow(jwks: [MockProvider.jwks([try Self.keyA.jwk()]), MockProvider.jwks([try Self.keyA.jwk(), try Self.keyB.jwk()])])
+        mock.script(.userinfo, [Self.jwt(try Self.keyB.token(claims: signedClaims()))])
+        #expect(try await flow.userInfo(provider: "app").subject == "user-1")
+        #expect(mock.requests(.jwks).count == 2)
+    }
+
+    @Test("a kid still unknown after the one refetch is .invalidResponse (unknownKey); no further JWKS request")
+    func signedUnknownKidAfterRefetch() async throws {
+        let flow = try await signedFlow()
+        try await expectSignedRefusal(flow, try Self.keyB.token(claims: signedClaims()), reason: .unknownKey)
+        #expect(mock.requests(.jwks).count == 2, "the first fetch and one refetch")
+    }
+
+    @Test("an encrypted answer (a JWE, five segments) is .invalidResponse (encrypted): OAuthFlow does not decrypt")
+    func encryptedRefused() async throws {
+        let flow = try await signedFlow()
+        let jwe = "eyJhbGciOiJSU0EtT0FFUCIsImVuYyI6IkEyNTZHQ00ifQ.a2V5.aXY.Y2lwaGVydGV4dA.dGFn"
+        let error = try await expectSignedRefusal(flow, jwe, reason: .encrypted)
+        #expect(error.message?.contains("JWE") == true)
+        #expect(mock.requests(.jwks).isEmpty)
+    }
+
+    @Test("HS256 named in idTokenSigningAlgorithms verifies a signed answer with the client secret, without a JWKS")
+    func signedWithClientSecret() async throws {
+        let secret = "hmac-client-secret-0123456789abcdef"
+        let flow = try await signedFlow(provider: mock.discoveredProvider(id: "app", clientSecret: secret, idTokenSigningAlgorithms: ["HS256"]))
+        let token = try hmacToken(.hs256, header: #"{"alg":"HS256"}"#, payload: JSONValue.object(signedClaims()).jsonText, key: Array(secret.utf8))
+        mock.script(.userinfo, [Self.jwt(token)])
+        #expect(try await flow.userInfo(provider: "app").subject == "user-1")
+        #expect(mock.requests(.jwks).isEmpty)
+    }
+
+    @Test("a signed answer with iss, for a provider with a jwksURL but no issuer to compare it with, is .configuration")
+    func signedIssuerUnconfigured() async throws {
+        let keys = mock.baseURL.appendingPathComponent("keys")
+        mock.script(path: "/keys", [MockProvider.jwks([try Self.keyA.jwk()])])
+        let provider = Provider(id: "app", tokenURL: mock.url(.token), userinfoURL: mock.url(.userinfo), jwksURL: keys, clientID: "mock-client",
+                                scopes: ["openid"])
+        let entry = storedEntry(provider: "app", issuedAt: clock.date)
+        let flow = try await flow(provider, store: MemorySecretStore(["app": entry]))
+        mock.script(.userinfo, [Self.jwt(try Self.keyA.token(claims: signedClaims()))])
+        let error = try #require(await #expect(throws: OAuthError.self) { try await flow.userInfo(provider: "app") })
+        #expect(error.code == .configuration)
+        #expect(error.message?.contains("issuer") == true)
+        #expect(flow.state == .error(provider: "app", error))
     }
 }

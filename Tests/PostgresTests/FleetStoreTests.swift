@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 import OAuthFlow
-import OAuthFlowPostgres
+@testable import OAuthFlowPostgres
 import Synchronization
 import TestSupport
 import Testing
@@ -154,33 +154,100 @@ struct FleetStoreTests {
 
     // MARK: Failures
 
-    @Test("The database stopped mid-run: typed, temporary errors, no crash; it works again when the database is back")
+    @Test("The database stopped mid-run with idle connections, a lock held here and 4 fleet members refreshing: typed, temporary errors, no crash; it works again")
     func databaseStoppedAndRestarted() async throws {
         let cluster = try PostgresCluster.require()
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        // The first refresh is slow: the database stops while its member holds the lock waiting for it.
+        server.script("/token", [.token("AT-outage-lost", refresh: "RT-outage-lost").delayed(.seconds(3)),
+                                 .token("AT-outage-2", refresh: "RT-outage-2")])
         let key = try TestKey()
-        let id = uniqueID("restart")
+        let id = uniqueID("outage")
+        let local = uniqueID("restart")
         let store = try PostgresSecretStore(connection: cluster.uri, encryption: key.encryption)
-        let entry = storedEntry(id, access: "AT-restart", refresh: "RT-restart", expired: false)
-        try await store.save(entry, for: id)
+        let entry = storedEntry(local, access: "AT-restart", refresh: "RT-restart", expired: false)
+        try await store.save(entry, for: local)
+        try await store.save(storedEntry(id, access: "AT-outage-old", refresh: "RT-outage-1", expired: true), for: id)
+        try await openIdleConnections(store, 3)
+        #expect(store.openConnections == 3)
+
+        let arguments = ["--store", cluster.uri, "--key-file", key.file.path, "--token-url", "\(server.baseURL)/token", "--provider", id]
+        let members = Task { try await FleetMember.runMany(4, arguments) }
+        let refreshing = await eventually(.seconds(60)) { server.requests("/token").count == 1 }
+        try #require(refreshing, "no member sent its refresh")
+        // An operation in flight here: this process holds the lock on another key.
+        let (entered, enteredContinuation) = AsyncStream.makeStream(of: Void.self)
+        let (release, releaseContinuation) = AsyncStream.makeStream(of: Void.self)
+        let holding = Task {
+            await outcome { () async throws(OAuthError) in
+                try await store.withExclusiveAccess(to: local) { () async throws(OAuthError) in
+                    enteredContinuation.yield()
+                    for await _ in release { break }
+                    try await store.save(entry, for: local)
+                }
+            }
+        }
+        for await _ in entered { break }
 
         try await cluster.stopServer()
         var errors: [OAuthError] = []
         do { _ = try await store.load(id) } catch { errors.append(error) }
-        do { try await store.save(entry, for: id) } catch { errors.append(error) }
+        do { try await store.save(entry, for: uniqueID("other")) } catch { errors.append(error) }
         do { _ = try await store.withExclusiveAccess(to: id) { () async throws(OAuthError) in 1 } } catch { errors.append(error) }
+        releaseContinuation.yield()
+        if let error = await holding.value { errors.append(error) }
+        let outputs = try await members.value
         try await cluster.startServer()
 
-        #expect(errors.count == 3)
+        #expect(errors.count == 4)
         for error in errors {
-            #expect(error.code == .storage || error.code == .timedOut)
+            #expect(error.code == .storage || error.code == .timedOut, "\(error)")
             let failure = try #require(error.underlying as? PostgresStoreFailure)
             #expect(failure.isTemporary, "\(failure)")
             #expect(!String(describing: error).contains(cluster.password))
         }
-        let recovered = await eventually(.seconds(30)) { (try? await store.load(id)) == entry }
+        // Every member failed cleanly: exit 1 with a typed error, never a signal (134, 139).
+        #expect(outputs.count == 4)
+        for output in outputs {
+            #expect(output.status == 1, "\(output.output)")
+            #expect(output.stdout.hasPrefix("error storage") || output.stdout.hasPrefix("error timedOut"), "\(output.output)")
+            #expect(!output.output.contains(cluster.password))
+        }
+        let recovered = await eventually(.seconds(30)) { (try? await store.load(local)) == entry }
         #expect(recovered)
-        let value = try await store.withExclusiveAccess(to: id) { () async throws(OAuthError) in try await store.load(id) }
+        let value = try await store.withExclusiveAccess(to: local) { () async throws(OAuthError) in try await store.load(local) }
         #expect(value == entry)
+        // The lost refresh was never committed: the next member refreshes RT-outage-1 again and stores the result.
+        let survivor = try await FleetMember.run(arguments, timeout: .seconds(60))
+        #expect(survivor.stdout == "token AT-outage-2\n", "\(survivor.output)")
+        #expect(server.requests("/token").map { $0.form["refresh_token"] } == ["RT-outage-1", "RT-outage-1"])
+        let stored = try decodeEntry(try #require(try await store.load(id)), id)
+        #expect(stored.refreshToken?.reveal() == "RT-outage-2")
+    }
+
+    @Test("After a restart with idle connections in the pool, the first call succeeds: every idle connection is dropped and BEGIN retried once")
+    func restartDropsIdleConnections() async throws {
+        let cluster = try PostgresCluster.require()
+        let key = try TestKey()
+        let id = uniqueID("idle")
+        let reader = try PostgresSecretStore(connection: cluster.uri, encryption: key.encryption)
+        let locker = try PostgresSecretStore(connection: cluster.uri, encryption: key.encryption)
+        let entry = storedEntry(id, access: "AT-idle", refresh: "RT-idle", expired: false)
+        try await reader.save(entry, for: id)
+        try await openIdleConnections(reader, 3)
+        try await openIdleConnections(locker, 3)
+        #expect(reader.openConnections == 3 && locker.openConnections == 3)
+
+        try await cluster.stopServer()
+        try await cluster.startServer()
+
+        // Three dead connections each: without dropping them all, the one retry would meet a second dead one.
+        #expect(try await reader.load(id) == entry)
+        #expect(reader.openConnections == 1)
+        let locked = try await locker.withExclusiveAccess(to: id) { () async throws(OAuthError) in try await locker.load(id) }
+        #expect(locked == entry)
+        #expect(locker.openConnections == 1)
     }
 
     @Test("A second process waits at most lockTimeout for the fleet lock, then fails with .timedOut")
@@ -275,6 +342,10 @@ struct FleetStoreTests {
         let store = try PostgresSecretStore(connection: connection, encryption: key.encryption, environment: [:])
         #expect(store.name == "postgresql://fleet@127.0.0.1:1/postgres")
         #expect(!store.description.contains("S3cr3t") && !String(reflecting: store).contains("S3cr3t"))
+        var dumped = ""
+        dump(store, to: &dumped)
+        #expect(dumped.contains("postgresql://fleet@127.0.0.1:1/postgres") && !dumped.contains("S3cr3t"), "\(dumped)")
+        #expect(Mirror(reflecting: store).children.map(\.label) == ["name", "options"])
         let error = await #expect(throws: OAuthError.self) { try await store.load("github") }
         let shown = [String(describing: error as Any), String(reflecting: error as Any), error?.message ?? "", "\(error?.underlying as Any)"]
         for text in shown { #expect(!text.contains("S3cr3t"), "\(text)") }
@@ -292,5 +363,15 @@ struct FleetStoreTests {
         let text = String(describing: error as Any) + String(reflecting: error?.underlying as Any)
         #expect(text.contains("password authentication failed"), "\(text)")
         #expect(!text.contains("Wr0ng-pw-XYZ") && !text.contains(cluster.password))
+        // A refused login is a configuration error, not a temporary one: retrying cannot help.
+        #expect(error?.code == .configuration)
+        let failure = try #require(error?.underlying as? PostgresStoreFailure)
+        #expect(failure.kind == .authenticationFailed && !failure.isTemporary)
+
+        // No password at all (none in the URI, no PGPASSWORD, no .pgpass): refused the same way.
+        let none = try PostgresSecretStore(connection: "postgresql://fleet@127.0.0.1:\(cluster.port)/postgres?passfile=/nonexistent",
+                                           encryption: key.encryption, environment: [:])
+        let missing = await #expect(throws: OAuthError.self) { try await none.keys() }
+        #expect((missing?.underlying as? PostgresStoreFailure)?.kind == .authenticationFailed, "\(missing as Any)")
     }
 }

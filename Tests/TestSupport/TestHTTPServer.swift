@@ -221,7 +221,7 @@ public final class TestHTTPServer: Sendable {
 }
 
 /// A raw HTTP/1.1 GET to a loopback URL (no URLSession: no proxy settings, no connection reuse).
-public func rawGET(_ url: URL, timeout: Int = 5) throws -> (status: Int, body: String) {
+public func rawGET(_ url: URL, timeout: Int = 30) throws -> (status: Int, body: String) {
     guard let port = url.port, let host = url.host else { throw POSIXError(.EINVAL) }
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw POSIXError(.EIO) }
@@ -252,7 +252,7 @@ public func rawGET(_ url: URL, timeout: Int = 5) throws -> (status: Int, body: S
 
 /// ``rawGET(_:timeout:)`` on a thread of its own, so a blocking socket never holds one of the few
 /// threads that run tasks (on a 2-core machine that would starve the receiver under test).
-public func httpGET(_ url: URL, timeout: Int = 5) async throws -> (status: Int, body: String) {
+public func httpGET(_ url: URL, timeout: Int = 30) async throws -> (status: Int, body: String) {
     try await withCheckedThrowingContinuation { continuation in
         let thread = Thread {
             continuation.resume(with: Result { try rawGET(url, timeout: timeout) })

@@ -66,14 +66,24 @@ enum AES256GCM {
 /// AES-256-GCM fetched once: OpenSSL 3 otherwise looks the algorithm up again on every init.
 private let aes256GCM = FetchedCipher(name: "AES-256-GCM")
 
-/// An `EVP_CIPHER` fetched from the default provider, kept for the process's lifetime.
+/// Owns one `EVP_CIPHER` fetched from the default provider (the shared one lives for the process)
+/// and frees it in `deinit`; the built-in fallback table is static and never freed.
 private final class FetchedCipher: @unchecked Sendable {  // safe: immutable pointer to a thread-safe, read-only EVP_CIPHER
     let pointer: OpaquePointer?
+    private let ownsPointer: Bool
 
     init(name: String) {
-        // Falls back to the built-in (implicitly fetched) table if the explicit fetch fails.
-        pointer = EVP_CIPHER_fetch(nil, name, nil) ?? EVP_aes_256_gcm()
+        if let fetched = EVP_CIPHER_fetch(nil, name, nil) {
+            pointer = fetched
+            ownsPointer = true
+        } else {
+            // The built-in (implicitly fetched) table, if the explicit fetch fails.
+            pointer = EVP_aes_256_gcm()
+            ownsPointer = false
+        }
     }
+
+    deinit { if ownsPointer, let pointer { EVP_CIPHER_free(pointer) } }
 }
 
 /// Owns one `EVP_CIPHER_CTX`; frees it in `deinit`. Used by one function call at a time.

@@ -168,6 +168,30 @@ extension OAuthError: CustomStringConvertible, LocalizedError {
     public var errorDescription: String? { description }
 }
 
+extension OAuthError: CustomDebugStringConvertible, CustomReflectable {
+    /// Same as ``description``: `String(reflecting:)` shows no more than `print` does.
+    public var debugDescription: String { description }
+
+    /// What `dump` and debuggers show: the same fields as ``description``, with the underlying
+    /// error as its type only. The underlying error itself is not reflected, because a `URLError`'s
+    /// `userInfo` holds the failing URL, query and all, and other errors may hold worse; nor is the
+    /// server's `error_uri` (read it from ``response``).
+    public var customMirror: Mirror {
+        var children: [(label: String?, value: Any)] = [("code", code.description)]
+        if let providerID { children.append(("providerID", DisplayText.escape(providerID))) }
+        if let endpoint { children.append(("endpoint", endpoint.rawValue)) }
+        if let httpStatus { children.append(("httpStatus", httpStatus)) }
+        if let response {
+            children.append(("error", response.code.rawValue))
+            if let text = response.errorDescription { children.append(("errorDescription", text)) }
+        }
+        if let message { children.append(("message", DisplayText.escape(message))) }
+        if let underlying { children.append(("underlying", String(describing: type(of: underlying)))) }
+        children.append(("recovery", recovery.rawValue))
+        return Mirror(self, children: children, displayStyle: .struct)
+    }
+}
+
 /// An authorization server's error body ([RFC 6749 §5.2](https://www.rfc-editor.org/rfc/rfc6749#section-5.2)).
 ///
 /// Read ``code`` to decide; ``errorDescription`` is for people. Sanitized on parse: printable

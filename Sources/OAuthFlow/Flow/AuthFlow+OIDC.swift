@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 // Userinfo, introspection and RP-initiated logout: calls about a held authorization that store nothing.
 extension AuthFlow {
@@ -6,20 +6,27 @@ extension AuthFlow {
     ///
     /// Sends `GET` with `Authorization: Bearer <access token>` (the scheme always written `Bearer`,
     /// whatever case the server used in `token_type`), refreshing the token first when it is due,
-    /// like ``accessToken(for:)``. A JSON answer is read into ``UserInfo``; when an ID token is
-    /// held, the answer's `sub` must equal its `sub`. A signed JWT answer (`application/jwt`) is
-    /// refused with `.invalidResponse`: verifying it is not supported yet. Nothing is stored, and
-    /// no state but `.error` is published.
+    /// like ``accessToken(for:)``. A JSON answer is read into ``UserInfo``. A signed answer
+    /// (`application/jwt`, Core §5.3.2) is verified first, as an ID token's signature is: with the
+    /// provider's JWKS (an unknown `kid` refetches it once, see the ID token rules in
+    /// `Documentation/OIDC.md`) or, for an allowed HS256/384/512, the client secret; the same
+    /// allowed algorithms; then `iss`, when present, must equal the provider's issuer, `aud`, when
+    /// present, must contain the client id, and `exp`, when present, must not have passed. An
+    /// encrypted answer (a JWE) is refused: OAuthFlow does not decrypt. When a validated ID token
+    /// is held, the answer's `sub` must equal its `sub` (Core §5.3.4). Nothing is stored, and no
+    /// state but `.error` is published.
     /// See [OpenID Connect Core §5.3](https://openid.net/specs/openid-connect-core-1_0.html#UserInfo)
     /// and [RFC 6750 §2.1](https://www.rfc-editor.org/rfc/rfc6750#section-2.1).
     /// - Returns: the `sub` and every claim.
     /// - Throws: ``OAuthError`` `.configuration` (unknown provider, no userinfo endpoint, a
-    ///   `token_type` other than Bearer); what ``accessToken(for:)`` throws (`.reauthorizationRequired`
-    ///   when nothing is stored); `.serverRejected` with ``ErrorResponse/Code/invalidToken`` when the
-    ///   server rejects the token (RFC 6750 §3.1; refresh with ``refresh(provider:)`` or authorize
-    ///   again); `.httpStatus` for another non-2xx answer; `.invalidResponse` for an answer that is
-    ///   not a JSON object with a string `sub`, a `sub` other than the ID token's (Core §5.3.4), or
-    ///   a signed JWT; `.transport`.
+    ///   `token_type` other than Bearer, a signed answer without a JWKS URL to verify it or with an
+    ///   `iss` and no `issuer` configured); what ``accessToken(for:)`` throws
+    ///   (`.reauthorizationRequired` when nothing is stored); `.serverRejected` with
+    ///   ``ErrorResponse/Code/invalidToken`` when the server rejects the token (RFC 6750 §3.1;
+    ///   refresh with ``refresh(provider:)`` or authorize again); `.httpStatus` for another non-2xx
+    ///   answer; `.invalidResponse` for an answer that is not a JSON object with a string `sub`, a
+    ///   signed answer that fails a check above (the message names it), an encrypted answer, or a
+    ///   `sub` other than the ID token's; `.transport`.
     public func userInfo(provider id: String) async throws(OAuthError) -> UserInfo {
         let provider: Provider
         let url: URL
@@ -36,15 +43,75 @@ extension AuthFlow {
                 throw OAuthError(.configuration, providerID: id, endpoint: .userinfo,
                                  message: "the access token's token_type is \"\(set.tokenType)\", not Bearer (RFC 6750)")
             }
-            let info = try await UserInfoEndpoint.fetch(url, token: set.accessToken, client: client(for: provider))
-            if let idToken = set.idToken {
-                let expected = try Self.subject(ofHeld: idToken, provider: id)
+            let info: UserInfo
+            switch try await UserInfoEndpoint.fetch(url, token: set.accessToken, client: client(for: provider)) {
+            case .claims(let claims): info = claims
+            case .signed(let compact): info = try await verifiedUserInfo(compact, of: provider)
+            }
+            if let expected = set.validatedIDToken?.subject {
                 guard info.subject == expected else {
                     throw OAuthError(.invalidResponse, providerID: id, endpoint: .userinfo, httpStatus: 200,
                                      message: "userinfo response: sub differs from the ID token's sub (OpenID Connect Core §5.3.4)")
                 }
             }
             return info
+        } catch {
+            throw fail(id, error)
+        }
+    }
+
+    /// The claims of a signed userinfo answer, once its signature and claims pass (see ``userInfo(provider:)``).
+    /// - Throws: ``OAuthError`` `.invalidResponse` carrying the ``TokenRejection`` reason; what
+    ///   fetching the JWKS throws; `.configuration` without keys or issuer to check against.
+    private func verifiedUserInfo(_ compact: String, of provider: Provider) async throws(OAuthError) -> UserInfo {
+        let allowed = try await allowedAlgorithms(for: provider)
+        let verified: VerifiedJWS
+        do {
+            let jws = try JWS(compact: compact)
+            if jws.header.algorithm.isHMAC {
+                // The client secret is the only HMAC key: no keys to fetch.
+                verified = try JWSVerifier.verify(jws, keys: JWKSet(keys: []), allowed: allowed, clientSecret: provider.clientSecret)
+            } else {
+                verified = try await withSigningKeys(of: provider) { keys throws(OAuthError) in
+                    try JWSVerifier.verify(jws, keys: keys, allowed: allowed, clientSecret: provider.clientSecret)
+                }
+            }
+        } catch {
+            throw UserInfoEndpoint.rejected(error, provider: provider.id)
+        }
+        return try UserInfoEndpoint.claims(ofSigned: verified.payload, issuer: provider.issuer, clientID: provider.clientID,
+                                           now: options.now(), clockSkew: options.clockSkew, provider: provider.id)
+    }
+
+    /// The URL that logs the user out at the provider: send their browser there (RP-initiated logout).
+    ///
+    /// The endpoint is the catalog's `endSessionURL`, else the discovered `end_session_endpoint`.
+    /// The query adds `id_token_hint` (the held ID token, only when it was validated; the
+    /// provider may accept an expired one), `client_id`, and `post_logout_redirect_uri` and
+    /// `state` when given (the provider must have the redirect registered). Nothing is sent,
+    /// stored or forgotten: build the URL first, while the ID token is still held, then call
+    /// ``clear(provider:)`` or ``revoke(provider:)`` to forget the tokens here. The URL holds the
+    /// ID token and the state: treat it as a secret (it is never logged).
+    /// See [OpenID Connect RP-Initiated Logout 1.0 §2](https://openid.net/specs/openid-connect-rpinitiated-1_0.html#RPLogout).
+    /// - Parameters:
+    ///   - postLogoutRedirectURI: where the provider sends the browser afterwards; absolute, no fragment.
+    ///   - state: an opaque value the provider hands back on that redirect; compare it there.
+    /// - Returns: the end-session endpoint with the parameters appended to any query it has.
+    /// - Throws: ``OAuthError`` `.configuration` for an unknown provider, no end-session endpoint
+    ///   (written or discovered), or a `postLogoutRedirectURI` that is not absolute or has a
+    ///   fragment; what ``metadata(for:)`` throws when discovery was needed and failed. Each is
+    ///   published as `.error`.
+    public func endSessionURL(provider id: String, postLogoutRedirectURI: URL? = nil, state: Secret? = nil) async throws(OAuthError) -> URL {
+        do throws(OAuthError) {
+            let provider = try self.provider(id)
+            let endpoint = try await requiredEndpoint(.endSession, of: provider)
+            let held = tokens[id]
+            let hint = held?.validatedIDToken == nil ? nil : held?.idToken
+            let url = try EndSession.url(endpoint: endpoint, providerID: id, clientID: provider.clientID, idTokenHint: hint,
+                                         postLogoutRedirectURI: postLogoutRedirectURI, state: state?.reveal())
+            logger.debug(provider, "end-session URL built; id_token_hint=\(hint != nil) post_logout_redirect_uri=\(postLogoutRedirectURI != nil) "
+                + "state=\(state != nil)")
+            return url
         } catch {
             throw fail(id, error)
         }
@@ -94,20 +161,5 @@ extension AuthFlow {
                              message: "provider \"\(provider.id)\" has no \(key)")
         }
         return url
-    }
-
-    /// The `sub` of the ID token held for `provider`.
-    /// - Throws: ``OAuthError`` `.idTokenRejected` when the held token cannot be read.
-    static func subject(ofHeld idToken: Secret, provider: String) throws(OAuthError) -> String {
-        let unreadable = { (reason: String) in
-            OAuthError(.idTokenRejected, providerID: provider, message: "the held ID token cannot be read: \(reason)")
-        }
-        let segments = idToken.reveal().split(separator: ".", omittingEmptySubsequences: false)
-        guard segments.count == 3, let payload = Base64URL.decode(String(segments[1])) else {
-            throw unreadable("not a compact JWS")
-        }
-        let value: JSONValue
-        do { value = try JSONValue.parse(payload) } catch { throw unreadable("its claims are not JSON") }
-        return try JSONObject(value, what: "its claims", failure: unreadable).requiredString("sub")
     }
 }

@@ -88,7 +88,8 @@ public actor AuthFlow {
     nonisolated let tokens: TokenCache
     /// The background renewals of ``Options/proactiveRefresh``; cancelled when the flow goes away.
     nonisolated let proactiveTimers = ProactiveTimers()
-    private var refreshes: [String: Task<Result<TokenSet, OAuthError>, Never>] = [:]
+    /// The renewal running for each provider, and the logout generation it began under.
+    private var refreshes: [String: (generation: UInt64, task: Task<Result<TokenSet, OAuthError>, Never>)] = [:]
     private var pending: [AuthorizationRequest] = []
 
     /// Creates a flow, validates the providers, and restores stored authorizations.
@@ -167,15 +168,39 @@ public actor AuthFlow {
     private func watchInvalidations() {
         guard let stream = store.invalidations() else { return }
         invalidationWatch = Task { [weak self] in
-            for await key in stream { await self?.forgetDeletedElsewhere(key) }
+            for await change in stream {
+                switch change {
+                case .deleted(let key): await self?.forgetDeletedElsewhere(key)
+                case .resync: await self?.recheckCachedEntries()
+                }
+            }
         }
     }
 
+    /// As ``clear(provider:)`` does locally, without touching the store: the background renewal is
+    /// cancelled, the copy is dropped, `.empty` is published. A refresh in flight is left to fail
+    /// on its own: a store that reports deletions refuses its write-back, so its callers get
+    /// `.reauthorizationRequired`, where cancelling it would tell them `.cancelled`.
     private func forgetDeletedElsewhere(_ key: String) {
+        proactiveTimers.cancel(key)
         guard tokens[key] != nil else { return }
         tokens[key] = nil
         logger.info(key, "logged out by another process; the local copy is dropped")
         publish(.empty)
+    }
+
+    /// After missed notifications: every cached key that is gone from the store is forgotten. A
+    /// key that cannot be read now is dropped from memory too (the next call reads the store).
+    private func recheckCachedEntries() async {
+        for key in tokens.all.keys.sorted() {
+            do {
+                if try await store.load(key) == nil { forgetDeletedElsewhere(key) }
+            } catch {
+                proactiveTimers.cancel(key)
+                tokens[key] = nil
+                logger.warning(key, "could not re-check the local copy against the store (\(error.code)); it is dropped from memory")
+            }
+        }
     }
 
     // MARK: Providers and stored authorizations
@@ -207,15 +232,20 @@ public actor AuthFlow {
     /// that cannot be read is published as `.error` for its provider (and left on disk untouched)
     /// while the others still load. Entries of providers that are not configured are ignored.
     /// - Returns: what was restored, by provider id.
-    /// - Throws: ``OAuthError`` `.storage` when the store cannot even list its entries.
+    /// - Throws: ``OAuthError`` `.storage` when the store cannot even list its entries (published as
+    ///   `.error` with an empty provider id: the failure is the store's, not one provider's).
     @discardableResult
     public func restore() async throws(OAuthError) -> [String: Authorization] {
-        let keys = try await store.keys()
+        let keys: [String]
+        do { keys = try await store.keys() } catch { throw fail("", error) }
         var restored: [String: Authorization] = [:]
         for id in providers.keys.sorted() where !keys.contains(id) { tokens[id] = nil }
         for key in keys where providers[key] != nil {
+            let generation = generations[key, default: 0]
             do {
                 guard let set = try await loadStored(key) else { continue }
+                // A logout that began while the entry was read wins: nothing is cached or published.
+                guard generations[key, default: 0] == generation else { continue }
                 cache(set)
                 restored[key] = set.authorization
                 publish(.authorized(provider: key, set.authorization))
@@ -229,7 +259,11 @@ public actor AuthFlow {
 
     func loadStored(_ key: String) async throws(OAuthError) -> TokenSet? {
         guard let data = try await store.load(key) else { return nil }
-        return try StoredEntry.decode(data, key: key)
+        var set = try StoredEntry.decode(data, key: key)
+        // An ID token stored without the validated mark (by a version that kept unvalidated ones)
+        // is never used: not exposed, not sent as id_token_hint, gone from the next save.
+        if set.validatedIDToken == nil { set.idToken = nil }
+        return set
     }
 
     func save(_ set: TokenSet) async throws(OAuthError) {
@@ -241,15 +275,16 @@ public actor AuthFlow {
 
     /// Everything after a grant's exchange, the same for every grant: the validation step turns the
     /// token response into the set to keep (nothing is stored when it throws), then the set is
-    /// stored and `.authorized` published. A failure publishes `.error` and is rethrown.
-    private func finish(_ result: GrantResult, for provider: Provider) async throws(OAuthError) -> TokenSet {
+    /// committed (stored and `.authorized` published, unless a logout began after the call did; see
+    /// ``commit(_:ticket:locked:what:)``). A failure publishes `.error` and is rethrown.
+    /// - Parameter locked: true when the caller already holds the store's lock on the provider (a renewal).
+    private func finish(_ result: GrantResult, for provider: Provider, ticket: Ticket, locked: Bool) async throws(OAuthError) -> TokenSet {
         do {
             let set = try await validate(result, for: provider)
-            try await save(set)
-            publish(.authorized(provider: provider.id, set.authorization))
+            try await commit(set, ticket: ticket, locked: locked, what: Self.describe(result))
             return set
         } catch {
-            throw fail(provider.id, error)
+            throw fail(provider.id, error, since: ticket)
         }
     }
 
@@ -263,8 +298,7 @@ public actor AuthFlow {
         } else {
             set = TokenSet(result.response, providerID: provider.id, requestedScopes: result.requestedScopes, grant: result.grant, now: now)
         }
-        // A refresh without an ID token keeps the previous one (OpenID Connect Core §12.2).
-        set.validatedIDToken = result.response.idToken == nil ? result.previous?.validatedIDToken : idToken
+        Self.keepOnlyValidated(idToken, of: result, in: &set)
         return set
     }
 
@@ -276,14 +310,25 @@ public actor AuthFlow {
     }
 
     /// Removes the stored tokens of `provider` and publishes `.empty`.
-    /// - Throws: ``OAuthError`` `.storage` when the store cannot delete.
-    public func clear(provider: String) async throws(OAuthError) {
-        pending.removeAll { $0.providerID == provider }
-        refreshes[provider]?.cancel()
-        proactiveTimers.cancel(provider)
-        try await store.delete(provider)
-        tokens[provider] = nil
-        publish(.empty)
+    ///
+    /// The logout is final: a refresh or grant of `provider` that began before it and answers after
+    /// it is discarded (its call throws `.reauthorizationRequired`), never stored, and never
+    /// published as `.authorized` after this `.empty`. The entry is deleted under the store's lock
+    /// (``SecretStore/withExclusiveAccess(to:_:)``), so a refresh that another process runs under
+    /// that lock finishes first and is deleted with the rest; a pending authorization request of
+    /// `provider` is dropped.
+    /// - Throws: ``OAuthError`` `.storage` when the store cannot delete; `.timedOut` when another
+    ///   process holds the lock too long (run it again); `.configuration` for an id the store cannot
+    ///   name. Each publishes `.error`; the results of earlier calls are discarded all the same.
+    public func clear(provider id: String) async throws(OAuthError) {
+        let generation = beginLogout(id)
+        do {
+            try await store.withExclusiveAccess(to: id) { () async throws(OAuthError) in
+                try await self.finishLogout(id, generation: generation, publishing: true)
+            }
+        } catch {
+            throw fail(id, error)
+        }
     }
 
     /// Revokes `provider`'s tokens at its revocation endpoint, then forgets them and publishes `.empty`.
@@ -293,10 +338,16 @@ public actor AuthFlow {
     /// refresh token is revoked, and some do. The tokens are forgotten locally in every case —
     /// when the provider has no revocation endpoint, is unreachable, or refuses — and the result
     /// says which revocations the server confirmed; a refused one is also logged as a warning.
+    ///
+    /// Like ``clear(provider:)`` it is final, and it runs under the store's lock: the tokens revoked
+    /// are the ones stored when the lock is held (another process may have rotated them), those
+    /// held in memory, and those a refresh received while this waited for the lock (that refresh
+    /// is discarded, so a rotated token is not left valid at the server).
     /// See [RFC 7009 §2](https://www.rfc-editor.org/rfc/rfc7009#section-2).
     /// - Returns: what the server confirmed; check ``RevocationResult/isComplete``.
     /// - Throws: ``OAuthError`` `.configuration` for an unknown provider; `.storage` when the store
-    ///   cannot delete (the revocations were still sent).
+    ///   cannot delete (the revocations were still sent); `.timedOut` when another process holds the
+    ///   store's lock too long (nothing was sent). Each publishes `.error`.
     @discardableResult
     public func revoke(provider id: String) async throws(OAuthError) -> RevocationResult {
         let provider: Provider
@@ -307,30 +358,206 @@ public actor AuthFlow {
         } catch {
             throw fail(id, error)
         }
+        let generation = beginLogout(id)
+        do {
+            return try await store.withExclusiveAccess(to: id) { () async throws(OAuthError) -> RevocationResult in
+                try await self.revokeLocked(provider, url: url, generation: generation)
+            }
+        } catch {
+            throw fail(id, error)
+        }
+    }
+
+    /// Under the store's lock: revokes what is stored, held and superseded, then deletes and publishes `.empty`.
+    private func revokeLocked(_ provider: Provider, url: URL?, generation: UInt64) async throws(OAuthError) -> RevocationResult {
+        let id = provider.id
+        var sets = Array((superseded[id] ?? []).reversed())  // newest first
+        do {
+            // The store is the truth: another process may have rotated the tokens since this one read them.
+            if let stored = try await loadStored(id) { sets.append(stored) }
+        } catch {
+            logger.warning(id, "the stored entry cannot be read (\(error.code)); revoking the tokens held in memory")
+        }
+        if let held = tokens[id] { sets.append(held) }
         var result = RevocationResult(hasRevocationEndpoint: url != nil)
-        if let set = tokens[id] {
+        if !sets.isEmpty {
             if let url {
-                result = await Revocation.revoke(set, url: url, client: client(for: provider))
+                result = await Revocation.revoke(sets, url: url, client: client(for: provider))
                 for (kind, error) in result.errors.sorted(by: { $0.key.rawValue > $1.key.rawValue }) {
                     logger.warning(id, "the provider did not confirm revoking the \(kind.rawValue): \(error.code); forgetting it anyway")
                 }
             } else {
-                result.heldTokens = set.refreshToken == nil ? [.accessToken] : [.refreshToken, .accessToken]
+                result.heldTokens = sets.contains { $0.refreshToken != nil } ? [.refreshToken, .accessToken] : [.accessToken]
             }
         }
-        do { try await clear(provider: id) } catch { throw fail(id, error) }
+        try await finishLogout(id, generation: generation, publishing: true)
         return result
     }
 
     /// Removes every provider's stored tokens and publishes `.empty`.
-    /// - Throws: ``OAuthError`` `.storage` when the store cannot delete.
+    ///
+    /// Final for every provider, as ``clear(provider:)`` is for one; each entry is deleted under its
+    /// lock. Entries of providers that are not configured are left alone. When some deletes fail,
+    /// the others still happen, `.error` is published for each failed provider and the first
+    /// failure is thrown (no `.empty` then).
+    /// - Throws: ``OAuthError`` `.storage` when the store cannot list or delete; `.timedOut` as for
+    ///   ``clear(provider:)``.
     public func clear() async throws(OAuthError) {
+        var started: [(id: String, generation: UInt64)] = []
+        for id in providers.keys.sorted() { started.append((id, beginLogout(id))) }
         pending.removeAll()
-        for task in refreshes.values { task.cancel() }
-        proactiveTimers.cancelAll()
-        for key in try await store.keys() where providers[key] != nil { try await store.delete(key) }
-        tokens.removeAll()
-        publish(.empty)
+        let keys: Set<String>
+        do { keys = Set(try await store.keys()) } catch { throw fail("", error) }
+        var failures: [(id: String, error: OAuthError)] = []
+        for (id, generation) in started {
+            guard keys.contains(id) else {
+                forgetLocally(id, generation: generation)
+                continue
+            }
+            do {
+                try await store.withExclusiveAccess(to: id) { () async throws(OAuthError) in
+                    try await self.finishLogout(id, generation: generation, publishing: false)
+                }
+            } catch {
+                failures.append((id, error))
+            }
+        }
+        guard let first = failures.first else {
+            publish(.empty)
+            return
+        }
+        for failure in failures.dropFirst() { _ = fail(failure.id, failure.error) }
+        throw fail(first.id, first.error)
+    }
+
+    // MARK: Logout generations (the logout race)
+
+    /// Bumped for a provider by ``clear(provider:)``, ``clear()`` and ``revoke(provider:)`` before
+    /// they wait for the store's lock. A grant, refresh or restore that began under an older
+    /// generation is discarded instead of stored or published.
+    private var generations: [String: UInt64] = [:]
+    /// The generation of the provider's last logout that finished (deleted and forgot); behind
+    /// ``generations`` while a logout waits for the lock or after one failed.
+    private var settled: [String: UInt64] = [:]
+    /// Token sets that a refresh or grant received while a logout was waiting for the lock, and
+    /// discarded: ``revoke(provider:)`` revokes them too, then they are dropped (at most four kept).
+    private var superseded: [String: [TokenSet]] = [:]
+
+    /// What a call that stores tokens knew when it began; checked before its result is stored.
+    struct Ticket: Sendable {
+        /// The provider's logout generation then.
+        var generation: UInt64
+        /// True when the store held an entry for the provider then. If it is gone when the result
+        /// arrives, another process logged out meanwhile (deletes take the lock; a login's commit
+        /// too), and the login does not undo that logout. Renewals, which re-read under the lock
+        /// from the start, do not need it.
+        var storedAtStart: Bool
+    }
+
+    /// The ticket of a grant beginning now: the generation, and whether the store holds an entry.
+    private func grantTicket(_ id: String) async -> Ticket {
+        let generation = generations[id, default: 0]
+        return Ticket(generation: generation, storedAtStart: await entryExists(id))
+    }
+
+    /// True when the store has an entry for `id`. One that exists but cannot be read (corrupt, or
+    /// sealed with another key) counts as existing: a login may replace it, as it always could.
+    private func entryExists(_ id: String) async -> Bool {
+        do { return try await store.load(id) != nil } catch { return true }
+    }
+
+    /// Starts a logout of `id`: bumps its generation, drops its pending authorization requests,
+    /// cancels its renewal and background timer. Everything that began before is now stale.
+    private func beginLogout(_ id: String) -> UInt64 {
+        let generation = generations[id, default: 0] &+ 1
+        generations[id] = generation
+        pending.removeAll { $0.providerID == id }
+        refreshes[id]?.task.cancel()
+        proactiveTimers.cancel(id)
+        return generation
+    }
+
+    /// Under the store's lock: deletes the entry, forgets the memory copy, and publishes `.empty`.
+    private func finishLogout(_ id: String, generation: UInt64, publishing: Bool) async throws(OAuthError) {
+        try await store.delete(id)
+        forgetLocally(id, generation: generation)
+        if publishing { publish(.empty) }
+    }
+
+    private func forgetLocally(_ id: String, generation: UInt64) {
+        tokens[id] = nil
+        superseded[id] = nil
+        settled[id] = max(settled[id, default: 0], generation)
+    }
+
+    private func isCurrent(_ ticket: Ticket, _ id: String) -> Bool { generations[id, default: 0] == ticket.generation }
+
+    /// Stores `set` and publishes `.authorized`, under the store's lock on its provider (taken here
+    /// unless `locked`), unless the result is stale: a logout began after the call did (checked
+    /// before and after the save; a save it overtook is deleted again), or the entry that existed
+    /// when the call began was deleted by another process since. A stale result throws
+    /// `.reauthorizationRequired` and nothing of it stays stored.
+    private func commit(_ set: TokenSet, ticket: Ticket, locked: Bool, what: String) async throws(OAuthError) {
+        guard locked else {
+            return try await store.withExclusiveAccess(to: set.providerID) { () async throws(OAuthError) in
+                try await self.commit(set, ticket: ticket, locked: true, what: what)
+            }
+        }
+        let id = set.providerID
+        guard isCurrent(ticket, id) else { throw discard(set, what) }
+        if ticket.storedAtStart {
+            let exists = await entryExists(id)
+            guard isCurrent(ticket, id) else { throw discard(set, what) }
+            guard exists else {
+                // The store is the truth: the local copy of the deleted entry goes too.
+                tokens[id] = nil
+                throw OAuthError(.reauthorizationRequired, providerID: id, message: """
+                    "\(id)" was logged out by another process while this \(what) was in flight; \
+                    its tokens were discarded, not stored; authorize again to log in
+                    """)
+            }
+        }
+        try await store.save(StoredEntry.encode(set), for: id)
+        guard isCurrent(ticket, id) else {
+            // A logout began during the save and waits for this lock; undo the save before it runs.
+            try await store.delete(id)
+            throw discard(set, what)
+        }
+        cache(set)
+        publish(.authorized(provider: id, set.authorization))
+    }
+
+    /// The error of a result a logout made stale; keeps the set for a waiting ``revoke(provider:)``.
+    private func discard(_ set: TokenSet, _ what: String) -> OAuthError {
+        let id = set.providerID
+        if settled[id, default: 0] < generations[id, default: 0] {
+            superseded[id, default: []].append(set)
+            if superseded[id, default: []].count > 4 { superseded[id]?.removeFirst() }
+        }
+        return OAuthError(.reauthorizationRequired, providerID: id, message: """
+            "\(id)" was logged out (clear or revoke) while this \(what) was in flight; \
+            its tokens were discarded, not stored; authorize again to log in
+            """)
+    }
+
+    /// What a grant result is called in messages: a refresh, or the grant that produced it.
+    static func describe(_ result: GrantResult) -> String {
+        guard result.previous == nil else { return "refresh" }
+        switch result.grant {
+        case .authorizationCode: return "authorization code exchange"
+        case .deviceCode: return "device authorization"
+        case .clientCredentials: return "client credentials request"
+        case .refreshToken: return "refresh"
+        }
+    }
+
+    /// Publishes `.error` for a call that began under `ticket`. When a logout finished since and
+    /// nothing is held now, `.empty` follows, so the logout's state stays the last one published.
+    private func fail(_ id: String, _ error: OAuthError, since ticket: Ticket) -> OAuthError {
+        let failed = fail(id, error)
+        let current = generations[id, default: 0]
+        if current != ticket.generation, settled[id, default: 0] == current, tokens[id] == nil { publish(.empty) }
+        return failed
     }
 
     // MARK: Authorization code + PKCE
@@ -375,7 +602,9 @@ public actor AuthFlow {
     /// stores the tokens and publishes `.requestingAccessToken` then `.authorized`.
     /// See [RFC 6749 §4.1.2–4.1.4](https://www.rfc-editor.org/rfc/rfc6749#section-4.1.2).
     /// - Throws: ``OAuthError`` `.stateMismatch`, `.invalidCallback`, `.accessDenied` (the user said no),
-    ///   `.serverRejected` (RFC 6749 §5.2, such as `invalid_grant` for an expired code), `.transport`, `.storage`.
+    ///   `.serverRejected` (RFC 6749 §5.2, such as `invalid_grant` for an expired code), `.transport`, `.storage`;
+    ///   `.reauthorizationRequired` when the provider was logged out while the exchange was in flight
+    ///   (the tokens are discarded; see ``clear(provider:)``).
     @discardableResult
     public func completeAuthorization(callbackURL: URL) async throws(OAuthError) -> Authorization {
         // Until the state names a request, failures go to the login most likely waiting for this callback.
@@ -422,6 +651,7 @@ public actor AuthFlow {
     private func complete(_ response: AuthorizationResponse, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
         let provider: Provider
         do { provider = try self.provider(request.providerID) } catch { throw fail(request.providerID, error) }
+        let ticket = await grantTicket(provider.id)
         if !response.duplicates.isEmpty {
             logger.warning(provider.id, "callback repeats parameters \(response.duplicates); the first value of each was used")
         }
@@ -443,7 +673,7 @@ public actor AuthFlow {
         result.maxAge = (URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems?
             .first { $0.name == "max_age" }?.value).flatMap { Int($0) }.map { TimeInterval(max($0, 0)) }
         result.requestedAt = request.expiresAt.addingTimeInterval(-options.pendingAuthorizationLifetime)
-        return try await finish(result, for: provider).authorization
+        return try await finish(result, for: provider, ticket: ticket, locked: false).authorization
     }
 
     // MARK: Device authorization
@@ -474,19 +704,21 @@ public actor AuthFlow {
     /// Waits `interval` seconds between polls; `slow_down` adds 5 s for the rest of the flow and
     /// republishes `.receivedDeviceCode` with the new interval. Cancel the task to stop promptly.
     /// Publishes `.authorized` or `.error`.
-    /// - Throws: ``OAuthError`` `.accessDenied`, `.expired`, `.cancelled`, `.serverRejected`, `.transport`, `.storage`.
+    /// - Throws: ``OAuthError`` `.accessDenied`, `.expired`, `.cancelled`, `.serverRejected`, `.transport`, `.storage`;
+    ///   `.reauthorizationRequired` when the provider was logged out while polling (see ``clear(provider:)``).
     @discardableResult
     public func pollDeviceAuthorization(_ code: DeviceCode) async throws(OAuthError) -> Authorization {
         let provider: Provider
         do { provider = try self.provider(code.providerID) } catch { throw fail(code.providerID, error) }
+        let ticket = await grantTicket(provider.id)
         let client = client(for: provider)
         let response = try await exchange(provider) { () async throws(OAuthError) in
             try await DeviceAuthorizationGrant.poll(
                 code, client: client, tokenURL: try await requiredEndpoint(.token, of: provider), clock: options.clock, now: options.now,
                 onSlowDown: { [weak self] raised in await self?.publishSlowDown(raised) })
         }
-        return try await finish(GrantResult(response: response, grant: .deviceCode, requestedScopes: code.scopes), for: provider)
-            .authorization
+        return try await finish(GrantResult(response: response, grant: .deviceCode, requestedScopes: code.scopes), for: provider,
+                                ticket: ticket, locked: false).authorization
     }
 
     private func publishSlowDown(_ code: DeviceCode) {
@@ -509,16 +741,19 @@ public actor AuthFlow {
     ///
     /// Publishes `.requestingAccessToken` then `.authorized`. ``accessToken(for:)`` runs it again by
     /// itself when the token expires. See [RFC 6749 §4.4](https://www.rfc-editor.org/rfc/rfc6749#section-4.4).
-    /// - Throws: ``OAuthError`` `.configuration` without a secret; `.serverRejected` (`invalid_client` for bad credentials); `.transport`.
+    /// - Throws: ``OAuthError`` `.configuration` without a secret; `.serverRejected` (`invalid_client` for bad credentials); `.transport`;
+    ///   `.reauthorizationRequired` when the provider was logged out while the request was in flight (see ``clear(provider:)``).
     @discardableResult
     public func clientCredentials(provider id: String, scopes: [String]? = nil) async throws(OAuthError) -> Authorization {
         let provider: Provider
         do { provider = try self.provider(id) } catch { throw fail(id, error) }
-        return try await runClientCredentials(provider, scopes: scopes ?? provider.scopes).authorization
+        let ticket = await grantTicket(id)
+        return try await runClientCredentials(provider, scopes: scopes ?? provider.scopes, ticket: ticket, locked: false).authorization
     }
 
-    /// Client credentials through the whole pipeline (also what renewal runs for such a login).
-    private func runClientCredentials(_ provider: Provider, scopes: [String]) async throws(OAuthError) -> TokenSet {
+    /// Client credentials through the whole pipeline (also what renewal runs for such a login,
+    /// under the store's lock: `locked`).
+    private func runClientCredentials(_ provider: Provider, scopes: [String], ticket: Ticket, locked: Bool) async throws(OAuthError) -> TokenSet {
         do { try ClientCredentialsGrant.checkAllowed(for: provider) } catch { throw fail(provider.id, error) }
         publish(.requestingAccessToken(provider: provider.id))
         let client = client(for: provider)
@@ -526,7 +761,8 @@ public actor AuthFlow {
             try await ClientCredentialsGrant.request(
                 scopes: scopes, client: client, tokenURL: try await requiredEndpoint(.token, of: provider))
         }
-        return try await finish(GrantResult(response: response, grant: .clientCredentials, requestedScopes: scopes), for: provider)
+        return try await finish(GrantResult(response: response, grant: .clientCredentials, requestedScopes: scopes), for: provider,
+                                ticket: ticket, locked: locked)
     }
 
     // MARK: Tokens and refresh
@@ -575,34 +811,51 @@ public actor AuthFlow {
     }
 
     /// One renewal per provider at a time; everyone waiting gets its result.
+    ///
+    /// A renewal that began before a logout is not joined: its result is discarded (see ``clear(provider:)``).
     @usableFromInline
     func renewShared(_ provider: String, force: Bool) async throws(OAuthError) -> TokenSet {
-        if let running = refreshes[provider] { return try await running.value.get() }
+        let ticket = Ticket(generation: generations[provider, default: 0], storedAtStart: false)
+        if let running = refreshes[provider], running.generation == ticket.generation { return try await running.task.value.get() }
         let previous = tokens[provider]
-        let task = Task { await self.renewLocked(provider, force: force, previous: previous) }
-        refreshes[provider] = task
+        let task = Task { await self.renewLocked(provider, force: force, previous: previous, ticket: ticket) }
+        refreshes[provider] = (ticket.generation, task)
         let result = await task.value
-        refreshes[provider] = nil
+        if refreshes[provider]?.task == task { refreshes[provider] = nil }
         return try result.get()
     }
 
-    private func renewLocked(_ id: String, force: Bool, previous: TokenSet?) async -> Result<TokenSet, OAuthError> {
-        do throws(OAuthError) {
-            let provider: Provider
-            do { provider = try self.provider(id) } catch { throw fail(id, error) }
-            let set = try await store.withExclusiveAccess(to: id) { () async throws(OAuthError) -> TokenSet in
-                try await self.renew(provider, force: force, previous: previous)
+    private func renewLocked(_ id: String, force: Bool, previous: TokenSet?, ticket: Ticket) async -> Result<TokenSet, OAuthError> {
+        let provider: Provider
+        do { provider = try self.provider(id) } catch { return .failure(fail(id, error)) }
+        do {
+            // `renew` publishes its own failures and hands them back as a value, so what the store
+            // throws is only the store's: the lock not had in time, a cancelled wait, a failed commit.
+            return try await store.withExclusiveAccess(to: id) { () async -> Result<TokenSet, OAuthError> in
+                do throws(OAuthError) {
+                    return .success(try await self.renew(provider, force: force, previous: previous, ticket: ticket))
+                } catch {
+                    return .failure(error)
+                }
             }
-            return .success(set)
         } catch {
-            return .failure(error)
+            return .failure(fail(id, error, since: ticket))
         }
     }
 
     /// Runs under the store's lock: re-read (another process may have renewed), then refresh or re-fetch.
-    private func renew(_ provider: Provider, force: Bool, previous: TokenSet?) async throws(OAuthError) -> TokenSet {
+    ///
+    /// Every outcome is checked against `ticket`: after a logout that began since, nothing is sent,
+    /// cached, marked or stored.
+    private func renew(_ provider: Provider, force: Bool, previous: TokenSet?, ticket: Ticket) async throws(OAuthError) -> TokenSet {
+        let stale = { [id = provider.id] () -> OAuthError in
+            OAuthError(.reauthorizationRequired, providerID: id,
+                       message: "\"\(id)\" was logged out (clear or revoke) before this refresh could run; authorize again to log in")
+        }
+        guard isCurrent(ticket, provider.id) else { throw fail(provider.id, stale(), since: ticket) }
         let stored: TokenSet?
-        do { stored = try await loadStored(provider.id) } catch { throw fail(provider.id, error) }
+        do { stored = try await loadStored(provider.id) } catch { throw fail(provider.id, error, since: ticket) }
+        guard isCurrent(ticket, provider.id) else { throw fail(provider.id, stale(), since: ticket) }
         if let stored, !force || renewedElsewhere(stored, since: previous), isFresh(stored), !stored.needsReauthorization {
             cache(stored)
             logger.info(provider.id, "using the token another process stored")
@@ -612,15 +865,15 @@ public actor AuthFlow {
         guard let current = stored else {
             tokens[provider.id] = nil
             let serviceOnly: Bool
-            do { serviceOnly = try await isServiceOnly(provider) } catch { throw fail(provider.id, error) }
+            do { serviceOnly = try await isServiceOnly(provider) } catch { throw fail(provider.id, error, since: ticket) }
             if serviceOnly {
                 // A service-only provider: client credentials need no user, so fetch on demand.
-                return try await runClientCredentials(provider, scopes: previous?.scopes ?? provider.scopes)
+                return try await runClientCredentials(provider, scopes: previous?.scopes ?? provider.scopes, ticket: ticket, locked: true)
             }
             throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "nothing is stored for \"\(provider.id)\"; authorize first"))
         }
         if current.grant == .clientCredentials {
-            return try await runClientCredentials(provider, scopes: current.scopes)
+            return try await runClientCredentials(provider, scopes: current.scopes, ticket: ticket, locked: true)
         }
         guard !current.needsReauthorization else {
             throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "the refresh token was rejected earlier; authorize again"))
@@ -634,17 +887,20 @@ public actor AuthFlow {
             response = try await RefreshTokenGrant.request(
                 refreshToken: refreshToken, client: client(for: provider), tokenURL: try await requiredEndpoint(.token, of: provider))
         } catch where error.code == .reauthorizationRequired {
-            // Remember it, so a dead refresh token is not posted again on every call.
-            var marked = current
-            marked.needsReauthorization = true
-            do { try await save(marked) } catch { logger.warning(provider.id, "could not mark the authorization: \(error)") }
-            throw fail(provider.id, error)
+            // Remember it, so a dead refresh token is not posted again on every call (not after a logout:
+            // that would store the entry again).
+            if isCurrent(ticket, provider.id) {
+                var marked = current
+                marked.needsReauthorization = true
+                do { try await save(marked) } catch { logger.warning(provider.id, "could not mark the authorization: \(error)") }
+            }
+            throw fail(provider.id, error, since: ticket)
         } catch {
-            throw fail(provider.id, error)
+            throw fail(provider.id, error, since: ticket)
         }
         logger.info(provider.id, "refreshed; refresh token \(response.refreshToken == nil ? "kept" : "rotated")")
         let result = GrantResult(response: response, grant: current.grant, requestedScopes: current.scopes, previous: current)
-        return try await finish(result, for: provider)
+        return try await finish(result, for: provider, ticket: ticket, locked: true)
     }
 
     /// True when the stored set is not the one this flow last saw: another process renewed it.

@@ -10,7 +10,7 @@ extension AuthFlow {
     func endpointURL(_ endpoint: OAuthError.Endpoint, of provider: Provider) async throws(OAuthError) -> URL? {
         if let configured = Self.configuredURL(endpoint, of: provider) { return configured }
         guard provider.issuer != nil, endpoint != .discovery else { return nil }
-        return try await metadata(for: provider).url(for: endpoint)
+        return try await discoveredMetadata(for: provider).url(for: endpoint)
     }
 
     /// The endpoint a grant cannot run without.
@@ -30,7 +30,7 @@ extension AuthFlow {
     func jwksEndpoint(of provider: Provider) async throws(OAuthError) -> URL? {
         if let configured = provider.jwksURL { return configured }
         guard provider.issuer != nil else { return nil }
-        return try await metadata(for: provider).jwksURI
+        return try await discoveredMetadata(for: provider).jwksURI
     }
 
     /// True for a provider only the client credentials grant can serve: confidential, and neither

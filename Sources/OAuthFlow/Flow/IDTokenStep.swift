@@ -11,8 +11,9 @@ extension AuthFlow {
     ///   `aud` kept from the previous ID token, no nonce; device and client credentials: no nonce.
     /// - None in an authorization code answer for which `openid` was requested (and not refused in
     ///   the answer's `scope`) is a rejection: OpenID Connect Core §3.1.3.3 makes it required.
-    /// - A provider without `issuer` cannot have its ID tokens validated: the raw token is kept
-    ///   (for `id_token_hint`), nil is returned, and a warning is logged.
+    /// - A provider without `issuer` cannot have its ID tokens validated: nil is returned (the
+    ///   token is then dropped, see ``keepOnlyValidated(_:of:in:)``) and a warning naming only the
+    ///   token's shape is logged.
     /// - Throws: ``OAuthError`` `.idTokenRejected` naming the check; what fetching metadata or keys throws.
     func verifiedIDToken(_ result: GrantResult, for provider: Provider, now: Date) async throws(OAuthError) -> IDToken? {
         guard let token = result.response.idToken else {
@@ -24,8 +25,9 @@ extension AuthFlow {
             return nil
         }
         guard let issuer = provider.issuer else {
-            logger.warning(provider.id, "the token response has an id_token, but the provider has no issuer to validate it against; "
-                + "it is kept unvalidated and Authorization.idToken stays nil")
+            let shape = "\(token.reveal().utf8.count) bytes, \(token.reveal().split(separator: ".", omittingEmptySubsequences: false).count) segments"
+            logger.warning(provider.id, "the token response has an id_token (\(shape)), but the provider has no issuer to validate "
+                + "it against: it was discarded, not stored; set issuer (and jwksURL) in the catalog to validate and keep it")
             return nil
         }
         let validator = IDTokenValidator(
@@ -50,13 +52,30 @@ extension AuthFlow {
         }
     }
 
+    /// Makes `set` hold an ID token only when it passed validation: `validated` with the answer's
+    /// raw token; else (no ID token in the answer, or one that could not be validated and is
+    /// dropped) the previous validated one a refresh carries over (OpenID Connect Core §12.2);
+    /// else none. An unvalidated ID token is never stored, exposed or sent as `id_token_hint`.
+    static func keepOnlyValidated(_ validated: IDToken?, of result: GrantResult, in set: inout TokenSet) {
+        if let validated, let raw = result.response.idToken {
+            set.idToken = raw
+            set.validatedIDToken = validated
+        } else if let previous = result.previous, let kept = previous.validatedIDToken {
+            set.idToken = previous.idToken
+            set.validatedIDToken = kept
+        } else {
+            set.idToken = nil
+            set.validatedIDToken = nil
+        }
+    }
+
     /// The JWS algorithms `provider`'s ID tokens may use: the catalog's `idTokenSigningAlgorithms`;
     /// else, when the JWKS comes from discovery, the document's asymmetric
     /// `id_token_signing_alg_values_supported`; else `RS256`.
     func allowedAlgorithms(for provider: Provider) async throws(OAuthError) -> Set<JWSAlgorithm> {
         if let names = provider.idTokenSigningAlgorithms { return Set(names.compactMap(JWSAlgorithm.init(rawValue:))) }
         if provider.jwksURL == nil, provider.issuer != nil {
-            let advertised = try await metadata(for: provider).idTokenSigningAlgorithmsSupported ?? []
+            let advertised = try await discoveredMetadata(for: provider).idTokenSigningAlgorithmsSupported ?? []
             let asymmetric = advertised.compactMap(JWSAlgorithm.init(rawValue:)).filter(\.isAsymmetric)
             if !asymmetric.isEmpty { return Set(asymmetric) }
         }
@@ -85,7 +104,7 @@ extension AuthFlow {
         guard response.code != nil, response.error == nil else { return }
         let advertised: Bool
         do {
-            advertised = try await metadata(for: provider).authorizationResponseIssParameterSupported
+            advertised = try await discoveredMetadata(for: provider).authorizationResponseIssParameterSupported
         } catch where error.code == .httpStatus && (400..<500).contains(error.httpStatus ?? 0) {
             advertised = false
         }

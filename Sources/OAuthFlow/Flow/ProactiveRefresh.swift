@@ -41,10 +41,15 @@ extension AuthFlow {
         scheduleProactiveRefresh(for: set)
     }
 
-    /// When the background renewal of `set` is due, as seconds from now: at expiry minus the
-    /// margin (capped at half the lifetime, as on demand), earlier by a random part of a quarter of
-    /// that margin, so that processes sharing a store do not all renew in the same second. Nil when
-    /// `set` cannot or need not be renewed in the background.
+    /// When the background renewal of `set` is due, as seconds from now: ahead of the time a
+    /// caller would renew it on demand (expiry minus the margin, the margin capped at half the
+    /// lifetime) by a lead of one eighth of that margin plus a random part of another eighth
+    /// (from ``Options/jitter``): 7.5 to 15 s with the default 60 s margin. The fixed part leaves
+    /// the background request time to finish while the token is still fresh, so callers keep
+    /// getting the cached token and never wait for it; the random part keeps processes that share
+    /// a store from renewing in the same second. Nil when `set` cannot or need not be renewed in
+    /// the background: no expiry, no refresh token (unless it came from client credentials),
+    /// marked for reauthorization, or living under ``ProactiveTimers/minimumLifetime``.
     nonisolated func proactiveDelay(for set: TokenSet, now: Date) -> TimeInterval? {
         guard let expiresAt = set.expiresAt, !set.needsReauthorization,
               set.refreshToken != nil || set.grant == .clientCredentials,
@@ -53,7 +58,8 @@ extension AuthFlow {
         let margin = TokenCache.effectiveMargin(of: set, margin: options.refreshMargin)
         let drawn = options.jitter()
         let fraction = drawn.isFinite ? min(max(drawn, 0), 1) : 0
-        let due = TokenCache.renewalTime(of: set, margin: options.refreshMargin) - fraction * margin / 4
+        let lead = margin * (1 + fraction) / 8
+        let due = TokenCache.renewalTime(of: set, margin: options.refreshMargin) - lead
         return max(due - now.timeIntervalSince1970, 0)
     }
 

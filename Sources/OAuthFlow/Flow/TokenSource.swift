@@ -85,11 +85,13 @@ public struct TokenSource: Sendable {
 
     /// The `Authorization` header value for a valid token: `Bearer <token>`.
     ///
-    /// For HTTP clients other than an ``HTTPTransport``; never log it.
+    /// For HTTP clients other than an ``HTTPTransport``; never log it. A failure is published as
+    /// `.error` for the provider, like every failing call.
     /// - Throws: what ``tokenSet()`` throws; `.invalidResponse` for a token type other than Bearer
     ///   or a token an HTTP header cannot carry.
     public func authorizationHeaderValue() async throws(OAuthError) -> String {
-        try Self.authorizationValue(for: try await tokenSet())
+        let set = try await tokenSet()  // its failures are published by the renewal
+        do { return try Self.authorizationValue(for: set) } catch { throw await flow.fail(providerID, error) }
     }
 }
 

@@ -37,25 +37,33 @@ public struct RevocationResult: Sendable, Equatable {
 
 /// Token revocation ([RFC 7009](https://www.rfc-editor.org/rfc/rfc7009)); no state.
 enum Revocation {
-    /// Revokes the refresh token, then the access token, each with its `token_type_hint`.
+    /// Revokes the refresh tokens, then the access tokens, of `sets`, each with its `token_type_hint`.
     ///
-    /// Both are sent: RFC 7009 §2.1 lets a server keep access tokens alive after their refresh
-    /// token is revoked. A failure of one does not stop the other; each is recorded in the result.
-    static func revoke(_ set: TokenSet, url: URL, client: EndpointClient) async -> RevocationResult {
-        var result = RevocationResult(heldTokens: set.refreshToken == nil ? [.accessToken] : [.refreshToken, .accessToken])
-        if let refreshToken = set.refreshToken {
-            do {
-                try await revoke(refreshToken, kind: .refreshToken, url: url, client: client)
-                result.refreshTokenRevoked = true
-            } catch {
-                result.errors[.refreshToken] = error
-            }
+    /// Both kinds are sent: RFC 7009 §2.1 lets a server keep access tokens alive after their refresh
+    /// token is revoked. Usually `sets` is one set; a logout that raced a refresh or another
+    /// process passes the stored set, the one in memory and any a refresh received meanwhile, and
+    /// each distinct token is sent once. A failure of one does not stop the others; a kind counts
+    /// as revoked when every token of it was confirmed, and the first failure of each is recorded.
+    static func revoke(_ sets: [TokenSet], url: URL, client: EndpointClient) async -> RevocationResult {
+        var refreshTokens: [Secret] = []
+        var accessTokens: [Secret] = []
+        for set in sets {
+            if let token = set.refreshToken, !refreshTokens.contains(where: { $0.constantTimeEquals(token) }) { refreshTokens.append(token) }
+            if !accessTokens.contains(where: { $0.constantTimeEquals(set.accessToken) }) { accessTokens.append(set.accessToken) }
         }
-        do {
-            try await revoke(set.accessToken, kind: .accessToken, url: url, client: client)
-            result.accessTokenRevoked = true
-        } catch {
-            result.errors[.accessToken] = error
+        var result = RevocationResult()
+        if !refreshTokens.isEmpty { result.heldTokens.insert(.refreshToken) }
+        if !accessTokens.isEmpty { result.heldTokens.insert(.accessToken) }
+        for (kind, tokens) in [(TokenKind.refreshToken, refreshTokens), (.accessToken, accessTokens)] where !tokens.isEmpty {
+            for token in tokens {
+                do {
+                    try await revoke(token, kind: kind, url: url, client: client)
+                } catch {
+                    if result.errors[kind] == nil { result.errors[kind] = error }
+                }
+            }
+            let confirmed = result.errors[kind] == nil
+            if kind == .refreshToken { result.refreshTokenRevoked = confirmed } else { result.accessTokenRevoked = confirmed }
         }
         return result
     }

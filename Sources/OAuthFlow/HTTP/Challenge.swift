@@ -1,5 +1,13 @@
-/// An authentication challenge from a `WWW-Authenticate` header (RFC 9110 §11.6.1): a scheme
-/// and its parameters (names lower-cased, values unquoted), or a token68.
+/// An authentication challenge from a `WWW-Authenticate` header (RFC 9110 §11.6.1, formerly
+/// RFC 7235 §4.1): a scheme and its parameters (names lower-cased, values unquoted), or a token68.
+///
+/// The one parser of that header: ``AuthorizingTransport`` asks it whether a 401 says
+/// `invalid_token`, and ``BearerChallenge`` reads a Bearer challenge's RFC 6750 §3 error from it.
+/// Grammar (RFC 9110 §11.2): `challenge = auth-scheme [ 1*SP ( token68 / #auth-param ) ]`,
+/// `auth-param = token BWS "=" BWS ( token / quoted-string )`; several challenges (or several
+/// header lines joined by commas) are separated by commas, and a comma inside a quoted string is
+/// part of the value. Schemes and parameter names are case-insensitive; the first value of a
+/// repeated parameter wins.
 struct Challenge: Sendable, Equatable {
     var scheme: String
     var parameters: [String: String] = [:]
@@ -8,16 +16,19 @@ struct Challenge: Sendable, Equatable {
     /// The longest header value parsed; the rest is ignored (a server cannot make us work harder).
     static let maximumLength = 8192
 
+    /// True for the `Bearer` scheme in any case (RFC 9110 §11.1: schemes are case-insensitive).
+    var isBearer: Bool { scheme.lowercased() == "bearer" }
+
     /// True when `header` holds a Bearer challenge with `error="invalid_token"`
     /// ([RFC 6750 §3.1](https://www.rfc-editor.org/rfc/rfc6750#section-3.1)): the access token
     /// expired, was revoked, or is otherwise not accepted, so a new one may succeed.
     static func isInvalidBearerToken(_ header: String?) -> Bool {
         guard let header else { return false }
-        return parse(header).contains { $0.scheme.lowercased() == "bearer" && $0.parameters["error"] == "invalid_token" }
+        return parse(header).contains { $0.isBearer && $0.parameters["error"] == "invalid_token" }
     }
 
     /// Parses a header value that may hold several challenges, as several header lines joined by
-    /// commas do. Unparsable input ends the list; nothing traps.
+    /// commas do. Unparsable input ends the list (what was read before it is kept); nothing traps.
     static func parse(_ header: String) -> [Challenge] {
         var parser = Parser(bytes: Array(header.utf8.prefix(maximumLength)))
         return parser.challenges()
@@ -133,5 +144,17 @@ struct Challenge: Sendable, Equatable {
             index = probe
             return value
         }
+    }
+}
+
+extension BearerChallenge {
+    /// The `error`, `error_description` and `error_uri` of the first Bearer challenge in `header`
+    /// that has a non-empty `error` (RFC 6750 §3); nil without one. Read by ``Challenge/parse(_:)``.
+    static func parse(_ header: String) -> ErrorResponse? {
+        guard let challenge = Challenge.parse(header).first(where: { $0.isBearer && !($0.parameters["error"] ?? "").isEmpty }),
+              let code = challenge.parameters["error"]
+        else { return nil }
+        return ErrorResponse(code: .init(rawValue: code), errorDescription: challenge.parameters["error_description"],
+                             errorURI: challenge.parameters["error_uri"])
     }
 }

@@ -45,6 +45,8 @@ public struct HTTPResponse: Sendable, Hashable {
     public var headers: [String: String]
     /// The body, at most the transport's limit.
     public var body: Data
+    /// The HTTP version the response came over ("1.1", "2"), when the transport says (`CurlTransport` does).
+    var httpVersion: String?
 
     /// Creates a response; header names are lower-cased.
     public init(status: Int, headers: [String: String] = [:], body: Data = Data()) {

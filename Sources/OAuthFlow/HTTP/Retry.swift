@@ -4,11 +4,20 @@ import Foundation
 ///
 /// Set it as ``AuthFlow/Options/retry``. Each retry waits a random time between zero and an
 /// exponentially growing bound ("full jitter", drawn from ``AuthFlow/Options/jitter``), or exactly
-/// what a `Retry-After` header asks (RFC 9110 §10.2.3), on ``AuthFlow/Options/clock``. An answer
-/// whose RFC 6749 §5.2 `error` is anything but `server_error` or `temporarily_unavailable`
-/// (`invalid_grant`, `invalid_client`, …), and any other 4xx, is final. Which grants retry, and
-/// on what, is in Documentation/Grants.md: an authorization code is retried only when no
-/// response arrived, device polling never (RFC 8628 §3.5 has its own rules).
+/// what a `Retry-After` header asks (RFC 9110 §10.2.3, seconds or an HTTP-date), on
+/// ``AuthFlow/Options/clock``. An answer whose RFC 6749 §5.2 `error` is anything but
+/// `server_error` or `temporarily_unavailable` (`invalid_grant`, `invalid_client`, …), any other
+/// 4xx, and a 501 are final; so are a rejected certificate and a scheme other than http or https.
+///
+/// Which requests retry: a refresh and a client-credentials request on all of the above; an
+/// authorization-code exchange only when the request cannot have reached the server (no name, no
+/// connection, no TLS session), because a code is single use; device polling never here (RFC 8628
+/// §3.5 has its own rules); nothing else (discovery, userinfo, revocation) is retried.
+/// Documentation/TokenSource.md ("Retries") lists the tests behind each rule.
+///
+/// ```swift
+/// let options = AuthFlow.Options(retry: RetryPolicy(maximumAttempts: 2, maximumTotalTime: .seconds(5)))
+/// ```
 public struct RetryPolicy: Sendable, Hashable {
     /// Attempts in all, the first included (3 by default; 1 turns retries off).
     public var maximumAttempts: Int
@@ -50,14 +59,51 @@ public struct RetryPolicy: Sendable, Hashable {
     }
 }
 
-/// What a token request may be retried on.
+/// What a token request may be retried on; each grant picks one (Documentation/TokenSource.md,
+/// "Retries").
 enum RetryScope: Sendable {
     /// Never (device polling, which has its own rules).
     case never
-    /// Only when no response arrived (an authorization code is single use, RFC 6749 §4.1.2).
+    /// Only when the request cannot have reached the server: the name did not resolve, the
+    /// connection was refused, or the TLS handshake failed. Never after a response, a timeout or
+    /// a dropped connection, since the server may have acted on the request: an authorization
+    /// code is single use, and RFC 6749 §4.1.2 lets a server revoke every token issued for a code
+    /// that is presented twice.
     case beforeResponse
-    /// Transport errors, 5xx (but 501) and 429.
+    /// Transport errors (but those no retry can cure: a rejected certificate, a scheme other than
+    /// http or https), a 5xx other than 501, and a 429.
     case transient
+}
+
+/// What a transport error says about the request, for ``Retrier``.
+enum TransportFailure: Sendable, Equatable {
+    /// It never left: no name, no connection, no TLS session.
+    case unsent
+    /// It may have reached the server (a timeout, a reset, an empty answer), or the transport
+    /// does not say (any error of a transport other than the two built in).
+    case maybeSent
+    /// Trying again cannot help: the certificate was rejected, or the URL cannot be sent.
+    case permanent
+
+    /// Reads the underlying error of `CurlTransport` (a libcurl code) or `URLSessionTransport`
+    /// (a `URLError` code); anything else is ``maybeSent``.
+    static func classify(_ error: OAuthError) -> TransportFailure {
+        if let curl = error.underlying as? CurlError {
+            switch curl.code {
+            case 5, 6, 7, 35: return .unsent   // resolve proxy, resolve host, connect, TLS handshake
+            case 1, 3, 58, 60, 77: return .permanent   // protocol, URL, client cert, peer verification, CA file
+            default: return .maybeSent
+            }
+        }
+        if let ns = error.underlying as? any CustomNSError, type(of: ns).errorDomain == "NSURLErrorDomain" {
+            switch ns.errorCode {
+            case -1003, -1004, -1006, -1009, -1200: return .unsent   // cannotFindHost, cannotConnectToHost, dnsLookupFailed, notConnectedToInternet, secureConnectionFailed
+            case -1002, -1201, -1202, -1203, -1204, -1206: return .permanent   // unsupportedURL, certificate errors
+            default: return .maybeSent
+            }
+        }
+        return .maybeSent
+    }
 }
 
 /// Runs a request under a ``RetryPolicy`` on the flow's clock and jitter source.
@@ -105,7 +151,10 @@ struct Retrier: Sendable {
         switch outcome {
         case .failure(let error):
             guard error.code == .transport || error.code == .timedOut else { return nil }
-            return (backoff(beforeRetry: retry), "\(error.code), no response")
+            switch (TransportFailure.classify(error), scope) {
+            case (.permanent, _), (.maybeSent, .beforeResponse), (_, .never): return nil
+            case (.unsent, _), (.maybeSent, .transient): return (backoff(beforeRetry: retry), "\(error.code), no response")
+            }
         case .success(let response):
             guard scope == .transient, Self.isTransient(response) else { return nil }
             guard let value = response.headers["retry-after"], let asked = Self.retryAfter(value, now: now()) else {

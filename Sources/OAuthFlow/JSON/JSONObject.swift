@@ -120,9 +120,14 @@ struct JSONObject {
         return JSONObject(members: members, failure: failure)
     }
 
-    /// An absolute URL with a scheme and host; nil when absent or `null`.
+    /// An absolute URL with a scheme and host, written in visible ASCII; nil when absent or `null`.
     func url(_ key: String) throws(OAuthError) -> URL? {
         guard let text = try string(key) else { return nil }
+        // A URI is visible ASCII (RFC 3986 §2); Foundation would percent-encode a space, a newline or
+        // an escape sequence and accept the result, so a server could slip them into what is shown.
+        guard text.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw fail("\(key) holds characters a URI cannot have (RFC 3986 §2)")
+        }
         guard let url = URL(string: text), url.scheme != nil, url.host != nil else { throw fail("\(key) is not an absolute URL") }
         return url
     }

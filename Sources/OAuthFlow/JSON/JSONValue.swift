@@ -94,57 +94,6 @@ public enum JSONValue: Sendable, Hashable {
         }
     }
 
-    /// The compact JSON text of this value, object members sorted by name.
-    public var jsonText: String {
-        var out = ""
-        write(into: &out)
-        return out
-    }
-
-    func write(into out: inout String) {
-        switch self {
-        case .null: out += "null"
-        case .bool(let flag): out += flag ? "true" : "false"
-        case .number(let text): out += text
-        case .string(let text): Self.quote(text, into: &out)
-        case .array(let items):
-            out += "["
-            for (index, item) in items.enumerated() {
-                if index > 0 { out += "," }
-                item.write(into: &out)
-            }
-            out += "]"
-        case .object(let members):
-            out += "{"
-            for (index, key) in members.keys.sorted().enumerated() {
-                if index > 0 { out += "," }
-                Self.quote(key, into: &out)
-                out += ":"
-                members[key]!.write(into: &out)   // the key was just read from `members`
-            }
-            out += "}"
-        }
-    }
-
-    static func quote(_ text: String, into out: inout String) {
-        out += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F || (0x80...0x9F).contains(scalar.value)
-                || scalar.value == 0x2028 || scalar.value == 0x2029:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
-    }
-
     /// A whole number from JSON number text: `3600`, `3600.0`, `3.6e3`; nil for a fraction, or
     /// for anything outside `Int`'s range (checked before converting, so it never traps).
     static func wholeNumber(_ text: String) -> Int? {
@@ -153,17 +102,6 @@ public enum JSONValue: Sendable, Hashable {
               value >= -9.2e18, value <= 9.2e18
         else { return nil }
         return Int(value)
-    }
-
-    /// A JSON number's text for `value`.
-    static func number(_ value: Int) -> JSONValue { .number(String(value)) }
-
-    /// A JSON number's text for `value`, exact for every finite double (shortest round-trip form);
-    /// `null` for an infinity or NaN, which JSON cannot hold.
-    static func number(_ value: Double) -> JSONValue {
-        guard value.isFinite else { return .null }
-        if value.rounded(.towardZero) == value, abs(value) < 1e15 { return .number(String(Int64(value))) }
-        return .number("\(value)")
     }
 }
 

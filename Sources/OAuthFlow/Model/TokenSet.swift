@@ -14,10 +14,12 @@ public struct TokenSet: Sendable, Codable {
     public var tokenType: String
     /// The `refresh_token`, when one was issued (or kept from before, RFC 6749 §6).
     public var refreshToken: Secret?
-    /// The OpenID Connect `id_token` as sent, when one was issued (kept for `id_token_hint`).
+    /// The OpenID Connect `id_token` as sent, once validated (the `id_token_hint` of
+    /// ``AuthFlow/endSessionURL(provider:postLogoutRedirectURI:state:)``); nil when none was
+    /// issued or it could not be validated (a provider without `issuer`: it is discarded).
     public var idToken: Secret?
     /// The claims of ``idToken`` once validated (OpenID Connect Core §3.1.3.7); nil when there is no
-    /// ID token or it could not be validated (a provider without `issuer`).
+    /// validated ID token.
     public var validatedIDToken: IDToken?
     /// The granted scopes (the response's `scope`, or the requested ones when it is absent, RFC 6749 §5.1).
     public var scopes: [String]
@@ -87,7 +89,7 @@ public struct Authorization: Sendable, Hashable, Codable {
     public var grant: GrantType
     /// True when a refresh token is held.
     public var isRefreshable: Bool
-    /// True when an ID token is held.
+    /// True when a validated ID token is held.
     public var hasIDToken: Bool
     /// True when a refresh failed with `invalid_grant` and an interactive grant is needed.
     public var needsReauthorization: Bool

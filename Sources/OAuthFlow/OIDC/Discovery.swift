@@ -186,12 +186,18 @@ extension AuthFlow {
     /// issuer's path (RFC 8414 §3.1). The document's `issuer` must equal the configured one exactly.
     /// It is cached per issuer for its `Cache-Control: max-age` (24 hours without one; `no-store`
     /// or `no-cache`: not reused); concurrent callers share one fetch, and a failed fetch is not
-    /// cached, so the next call tries again. The flow calls this itself when a provider leaves out
-    /// an endpoint it needs; call it to read what the server supports.
+    /// cached, so the next call tries again. The flow reads the same cache itself when a provider
+    /// leaves out an endpoint it needs; call this to read what the server supports. A failure is
+    /// published as `.error` for the provider, like every failing call.
     /// - Throws: ``OAuthError`` `.configuration` when the provider has no `issuer`; `.transport`;
     ///   `.httpStatus` when neither document exists; `.invalidResponse` for a malformed document or
     ///   one whose issuer differs (the message names both).
     public func metadata(for provider: Provider) async throws(OAuthError) -> ProviderMetadata {
+        do { return try await discoveredMetadata(for: provider) } catch { throw fail(provider.id, error) }
+    }
+
+    /// ``metadata(for:)`` without publishing: for the flow's own steps, which publish their failure once.
+    func discoveredMetadata(for provider: Provider) async throws(OAuthError) -> ProviderMetadata {
         guard let issuer = provider.issuer else {
             throw OAuthError(.configuration, providerID: provider.id, endpoint: .discovery,
                              message: "provider \"\(provider.id)\" has no issuer to discover metadata from")

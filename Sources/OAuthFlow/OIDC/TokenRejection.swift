@@ -50,6 +50,8 @@ enum TokenRejection: Error, Sendable, Hashable, CaseIterable {
     case authTime
     /// A refreshed ID token changed `iss`, `sub`, `aud`, `azp` or `auth_time` (OpenID Connect Core §12.2).
     case refreshChanged
+    /// The token is encrypted (a JWE, five segments): OAuthFlow verifies signatures but does not decrypt.
+    case encrypted
 
     /// An ``OAuthError`` carrying this reason; `code` is `.idTokenRejected` unless given.
     func error(_ message: String, code: OAuthError.Code = .idTokenRejected) -> OAuthError {

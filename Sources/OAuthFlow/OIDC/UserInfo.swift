@@ -41,12 +41,21 @@ enum UserInfoEndpoint {
     /// The media types accepted: a JSON object, or a signed JWT (Core §5.3.2).
     static let accept = "application/json, application/jwt"
 
-    /// Sends the bearer GET and returns the answer's claims, unchecked against the ID token.
+    /// What the endpoint answered.
+    enum Answer: Sendable {
+        /// A JSON object's claims.
+        case claims(UserInfo)
+        /// A compact JWS (`application/jwt`), to verify before its claims are read.
+        case signed(String)
+    }
+
+    /// Sends the bearer GET and returns the answer, unchecked against the ID token.
     ///
     /// - Throws: ``OAuthError`` `.serverRejected` with `invalid_token` (RFC 6750 §3.1) for a
     ///   rejected token; `.httpStatus` for another non-2xx; `.invalidResponse` for a body that is
-    ///   not a JSON object with `sub`, or for a signed JWT (not supported yet); `.transport`.
-    static func fetch(_ url: URL, token: Secret, client: EndpointClient) async throws(OAuthError) -> UserInfo {
+    ///   not a JSON object with `sub`, an `application/jwt` body that is not a compact JWS, or an
+    ///   encrypted one (a JWE: five segments, ``TokenRejection/encrypted``); `.transport`.
+    static func fetch(_ url: URL, token: Secret, client: EndpointClient) async throws(OAuthError) -> Answer {
         let response = try await client.exchange(client.getRequest(url: url, bearer: token, accept: accept), endpoint: .userinfo)
         let provider = client.provider.id
         guard (200..<300).contains(response.status) else {
@@ -54,63 +63,83 @@ enum UserInfoEndpoint {
         }
         let invalid = client.invalid(.userinfo, status: response.status)
         if response.mediaType == "application/jwt" {
-            throw invalid("a signed userinfo response (application/jwt, OpenID Connect Core §5.3.2) is not supported yet; "
-                + "configure the provider to answer JSON")
+            let text = String(decoding: response.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard TokenSyntax.isCompactJOSE(text) else {
+                throw invalid("an application/jwt body must be a compact JWS (base64url segments and dots, RFC 7515 §7.1)")
+            }
+            let segments = text.utf8.count(where: { $0 == UInt8(ascii: ".") }) + 1
+            if segments == 5 {
+                var error = invalid("the answer is encrypted (a JWE, OpenID Connect Core §5.3.2), which OAuthFlow does not decrypt; "
+                    + "register the client without userinfo_encrypted_response_alg")
+                error.underlying = TokenRejection.encrypted
+                throw error
+            }
+            return .signed(text)
         }
         // application/json as Core §5.3.2 says; a JSON object under another media type is read too.
         guard response.mediaType == "application/json" || response.body.first(where: { !$0.isWhitespaceByte }) == UInt8(ascii: "{") else {
             throw invalid("expected application/json, got \(EndpointClient.describeBody(response))")
         }
         let value = try EndpointClient.parseJSON(response.body, endpoint: .userinfo, provider: provider, status: response.status)
-        return try UserInfo(JSONObject(value, what: "the userinfo response", failure: invalid))
+        return .claims(try UserInfo(JSONObject(value, what: "the userinfo response", failure: invalid)))
+    }
+
+    /// The claims of a signed answer whose signature was verified: a JSON object with `sub`;
+    /// `iss`, when present, equal to `issuer`; `aud`, when present, containing `clientID`; `exp`,
+    /// when present, not past by more than `clockSkew` (Core §5.3.2: a signed answer SHOULD carry
+    /// `iss` and `aud`).
+    /// - Throws: ``OAuthError`` `.invalidResponse` naming the claim, with the ``TokenRejection``
+    ///   reason; `.configuration` when the answer has `iss` and the provider has no `issuer` to
+    ///   compare it with.
+    static func claims(
+        ofSigned payload: [UInt8], issuer: String?, clientID: String, now: Date, clockSkew: TimeInterval, provider: String
+    ) throws(OAuthError) -> UserInfo {
+        let invalid = EndpointClient.invalid(.userinfo, provider: provider, status: 200)
+        let rejected = { (reason: TokenRejection, message: String) -> OAuthError in
+            var error = invalid("signed answer: \(message)")
+            error.underlying = reason
+            return error
+        }
+        let value: JSONValue
+        do { value = try JSONValue.parse(payload) } catch { throw rejected(.malformed, "the claims are not JSON: \(error.reason)") }
+        let object = try JSONObject(value, what: "the signed answer's claims") { rejected(.invalidClaim, $0) }
+        if let returned = try object.string("iss") {
+            guard let issuer else {
+                throw OAuthError(.configuration, providerID: provider, endpoint: .userinfo,
+                                 message: "the signed userinfo answer names an iss, and provider \"\(provider)\" has no issuer to compare it "
+                                    + "with; set issuer in the catalog")
+            }
+            guard returned == issuer else {
+                throw rejected(.issuer, "iss \"\(TokenRejection.printable(returned))\" is not the provider's issuer \"\(issuer)\"")
+            }
+        }
+        if let audience = object.value("aud") {
+            let names: [String]
+            switch audience {
+            case .string(let name): names = [name]
+            default: names = try object.strings("aud") ?? []
+            }
+            guard names.contains(clientID) else { throw rejected(.audience, "aud does not contain this client's client_id") }
+        }
+        if let expiresAt = try object.date("exp"), now.timeIntervalSince(expiresAt) >= clockSkew {
+            throw rejected(.expired, "exp is \(Int(now.timeIntervalSince(expiresAt))) s in the past")
+        }
+        return try UserInfo(object)
+    }
+
+    /// A JWS rejection (`.idTokenRejected` from the verifier) restated as what it is here: a
+    /// userinfo answer that cannot be trusted, `.invalidResponse` keeping the reason.
+    static func rejected(_ error: OAuthError, provider: String) -> OAuthError {
+        guard error.code == .idTokenRejected else { return error }
+        var restated = EndpointClient.invalid(.userinfo, provider: provider, status: 200)("signed answer: \(error.message ?? "rejected")")
+        restated.underlying = error.underlying
+        return restated
     }
 }
 
 /// The error a protected resource reports in `WWW-Authenticate: Bearer …` ([RFC 6750 §3](https://www.rfc-editor.org/rfc/rfc6750#section-3)).
+/// Its `parse(_:)` reads the header with the one `WWW-Authenticate` parser (HTTP/Challenge.swift).
 enum BearerChallenge {
-    /// The `error`, `error_description` and `error_uri` of a `Bearer` challenge; nil without one.
-    static func parse(_ header: String) -> ErrorResponse? {
-        let trimmed = header.trimmingCharacters(in: .whitespaces)
-        guard trimmed.count >= 6, trimmed.prefix(6).lowercased() == "bearer" else { return nil }
-        var parameters: [String: String] = [:]
-        var rest = Substring(trimmed.dropFirst(6))
-        // auth-param = token BWS "=" BWS ( token / quoted-string ), separated by commas (RFC 9110 §11.2).
-        while true {
-            rest = rest.drop { $0 == " " || $0 == "," || $0 == "\t" }
-            guard let equals = rest.firstIndex(of: "=") else { break }
-            let name = rest[..<equals].trimmingCharacters(in: .whitespaces).lowercased()
-            rest = rest[rest.index(after: equals)...].drop { $0 == " " || $0 == "\t" }
-            var value = ""
-            if rest.first == "\"" {
-                rest = rest.dropFirst()
-                var escaped = false
-                var closed = false
-                while let character = rest.first {
-                    rest = rest.dropFirst()
-                    if escaped {
-                        value.append(character)
-                        escaped = false
-                    } else if character == "\\" {
-                        escaped = true
-                    } else if character == "\"" {
-                        closed = true
-                        break
-                    } else {
-                        value.append(character)
-                    }
-                }
-                guard closed else { break }
-            } else {
-                let end = rest.firstIndex(of: ",") ?? rest.endIndex
-                value = rest[..<end].trimmingCharacters(in: .whitespaces)
-                rest = rest[end...]
-            }
-            if parameters[name] == nil { parameters[name] = value }
-        }
-        guard let code = parameters["error"], !code.isEmpty else { return nil }
-        return ErrorResponse(code: .init(rawValue: code), errorDescription: parameters["error_description"], errorURI: parameters["error_uri"])
-    }
-
     /// The error for a non-2xx answer of a bearer-protected endpoint: the challenge's RFC 6750 code
     /// (or a §5.2 JSON body's) as `.serverRejected`, else `.httpStatus`.
     static func error(for response: HTTPResponse, provider: String, endpoint: OAuthError.Endpoint) -> OAuthError {

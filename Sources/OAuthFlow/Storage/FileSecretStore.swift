@@ -244,14 +244,24 @@ public final class FileSecretStore: SecretStore {
         try syncDirectory(key: key, after: "saving \"\(file)\"")
     }
 
-    /// Removes `<key>.json`; removing a missing entry is not an error.
+    /// Removes `<key>.json` under `key`'s lock; removing a missing entry is not an error.
     ///
-    /// The lock file `<key>.lock` stays: removing it could let two processes lock different files
-    /// under the same name. It holds no data.
+    /// The delete takes the lock of ``withExclusiveAccess(to:_:)`` (or runs inside it when the
+    /// calling task already holds it), so it waits for a refresh another task or process is
+    /// running and then removes what that refresh saved: a logout is never undone by a refresh
+    /// that was already in flight. The lock file `<key>.lock` stays: removing it could let two
+    /// processes lock different files under the same name. It holds no data.
     /// - Throws: ``OAuthError`` `.configuration` for an invalid key; `.storage` with the path and the
-    ///   system's reason.
+    ///   system's reason; `.timedOut` when another process holds the lock past ``lockTimeout``.
     public func delete(_ key: String) async throws(OAuthError) {
         try validate(key)
+        guard Self.heldLocks.contains(lockName(key)) else {
+            return try await withExclusiveAccess(to: key) { () async throws(OAuthError) in try self.unlinkEntry(key) }
+        }
+        try unlinkEntry(key)
+    }
+
+    private func unlinkEntry(_ key: String) throws(OAuthError) {
         let file = "\(path)/\(key).json"
         if unlinkat(directoryFD, "\(key).json", 0) != 0 {
             let code = errno
@@ -304,12 +314,22 @@ public final class FileSecretStore: SecretStore {
         to key: String, _ body: @Sendable () async throws(OAuthError) -> T
     ) async throws(OAuthError) -> T {
         try validate(key)
+        let name = lockName(key)
         return try await locks.withLock(key) { () async throws(OAuthError) -> T in
             let fd = try await self.lockFile(key)
             defer { close(fd) }  // closing the descriptor releases the flock
-            return try await body()
+            // Marks the lock as held by this task, so a `delete` inside `body` does not wait for itself.
+            let result = await Self.$heldLocks.withValue(Self.heldLocks.union([name])) { () async -> Result<T, OAuthError> in
+                do throws(OAuthError) { return .success(try await body()) } catch { return .failure(error) }
+            }
+            return try result.get()
         }
     }
+
+    /// The locks the current task holds, as `<directory>/<key>` (a task-local: tasks `body` starts inherit it).
+    @TaskLocal private static var heldLocks: Set<String> = []
+
+    private func lockName(_ key: String) -> String { "\(path)/\(key)" }
 
     // MARK: Locking
 

@@ -40,14 +40,27 @@ public protocol SecretStore: Sendable {
     func withExclusiveAccess<T: Sendable>(
         to key: String, _ body: @Sendable () async throws(OAuthError) -> T
     ) async throws(OAuthError) -> T
-    /// Keys whose entries another process deleted (a logout), as they happen; nil when the store
-    /// cannot tell. ``AuthFlow`` subscribes and drops its in-memory copy of each key.
-    func invalidations() -> AsyncStream<String>?
+    /// What other processes change in a shared store, as it happens: keys they deleted (a
+    /// logout), and ``StoreInvalidation/resync`` when changes may have been missed; nil when the
+    /// store cannot tell. ``AuthFlow`` subscribes, drops its in-memory copy (and the background
+    /// renewal) of each deleted key, and re-reads every cached key on `.resync`. A store that
+    /// reports deletions must also refuse the write-back of a refresh that was in flight when the
+    /// entry was deleted (inside ``withExclusiveAccess(to:_:)``), so a logout stays final.
+    func invalidations() -> AsyncStream<StoreInvalidation>?
 }
 
 extension SecretStore {
     /// No invalidations: the default for stores that are not shared between processes, or cannot notify.
-    public func invalidations() -> AsyncStream<String>? { nil }
+    public func invalidations() -> AsyncStream<StoreInvalidation>? { nil }
+}
+
+/// A change another process made to a shared ``SecretStore``, from ``SecretStore/invalidations()``.
+public enum StoreInvalidation: Sendable, Hashable {
+    /// The entry under this key was deleted (a logout): drop the in-memory copy.
+    case deleted(String)
+    /// Deletions may have been missed (the store's notifications were interrupted, or just
+    /// started): check every in-memory copy against the store.
+    case resync
 }
 
 /// A ``SecretStore`` in memory: nothing survives the process.

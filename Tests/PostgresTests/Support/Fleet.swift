@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 @testable import OAuthFlow
-import OAuthFlowPostgres
+@testable import OAuthFlowPostgres
 import Synchronization
 import Testing
 
@@ -97,4 +97,92 @@ func eventually(_ limit: Duration = .seconds(30), _ condition: @Sendable () asyn
         try? await Task.sleep(for: .milliseconds(50))
     }
     return await condition()
+}
+
+/// A clock whose sleeps end only when the test says so (``fireAll()``) or when cancelled, so a
+/// proactive-refresh timer fires exactly when a test wants it to.
+final class ManualClock: Clock, Sendable {
+    typealias Instant = ContinuousClock.Instant
+    typealias Duration = Swift.Duration
+
+    private let sleepers = Mutex<(next: UInt64, waiting: [UInt64: CheckedContinuation<Void, any Error>])>((0, [:]))
+
+    var now: Instant { .now }
+    var minimumResolution: Duration { .zero }
+
+    /// Sleeps waiting now.
+    var pending: Int { sleepers.withLock { $0.waiting.count } }
+
+    func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+        let id = sleepers.withLock { state -> UInt64 in
+            state.next += 1
+            return state.next
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let cancelled = sleepers.withLock { state -> Bool in
+                    if Task.isCancelled { return true }
+                    state.waiting[id] = continuation
+                    return false
+                }
+                if cancelled { continuation.resume(throwing: CancellationError()) }
+            }
+        } onCancel: {
+            let continuation = sleepers.withLock { $0.waiting.removeValue(forKey: id) }
+            continuation?.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Ends every sleep waiting now.
+    func fireAll() {
+        let all = sleepers.withLock { state -> [CheckedContinuation<Void, any Error>] in
+            defer { state.waiting = [:] }
+            return Array(state.waiting.values)
+        }
+        for continuation in all { continuation.resume() }
+    }
+}
+
+/// A provider for the flows of these tests: device-code (refreshable) unless `service`.
+func fleetProvider(_ id: String, tokenURL: String, service: Bool = false) -> Provider {
+    let url = URL(string: tokenURL)!
+    return service
+        ? Provider(id: id, tokenURL: url, clientID: "fleet", clientSecret: Secret("fleet-secret"), scopes: ["read"])
+        : Provider(id: id, tokenURL: url, deviceAuthorizationURL: url.deletingLastPathComponent().appendingPathComponent("device"),
+                   clientID: "fleet", scopes: ["read"])
+}
+
+/// Leaves `count` idle connections in `store`'s pool: that many lock scopes held at once, then released.
+func openIdleConnections(_ store: PostgresSecretStore, _ count: Int) async throws {
+    let entered = Shared(0)
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0..<count {
+            group.addTask {
+                try await store.withExclusiveAccess(to: uniqueID("idle")) { () async throws(OAuthError) in
+                    entered.update { $0 += 1 }
+                    let deadline = ContinuousClock.now + .seconds(30)
+                    while entered.value < count, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+                }
+            }
+        }
+        try await group.waitForAll()
+    }
+}
+
+/// Runs `body` and returns the error it threw, nil when it returned.
+func outcome(_ body: () async throws(OAuthError) -> Void) async -> OAuthError? {
+    do {
+        try await body()
+        return nil
+    } catch {
+        return error
+    }
+}
+
+/// A value shared between tasks.
+final class Shared<Value: Sendable>: Sendable {
+    private let storage: Mutex<Value>
+    init(_ value: Value) { storage = Mutex(value) }
+    var value: Value { storage.withLock { $0 } }
+    func update(_ change: (inout Value) -> Void) { storage.withLock { change(&$0) } }
 }

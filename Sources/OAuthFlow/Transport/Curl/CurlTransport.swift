@@ -9,7 +9,8 @@ import Synchronization
 /// opened on the first request; creating a transport costs nothing.
 ///
 /// What it enforces, whatever the caller asks:
-/// - TLS peer and host name verification against the system CA store;
+/// - TLS peer and host name verification against the system CA store (or the bundle in
+///   ``caFile``, for a private CA);
 /// - `http` and `https` only; redirects are returned as responses, never followed (RFC 9700 §4.11);
 /// - a connect timeout and a total deadline per request, which a trickling server cannot extend;
 /// - ``maximumBodySize``, checked against `Content-Length` and again while the body arrives: the
@@ -44,6 +45,11 @@ public final class CurlTransport: HTTPTransport {
     public let connectTimeout: TimeInterval
     /// The proxy setting.
     public let proxy: Proxy
+    /// A PEM file of CA certificates that server certificates are verified against instead of
+    /// libcurl's default bundle (`CURLOPT_CAINFO`), for servers with a private CA; nil for the
+    /// default. Verification stays on either way. A CA directory libcurl was built with (Debian:
+    /// `/etc/ssl/certs`) still applies; an unreadable file fails each HTTPS request with `.transport`.
+    public let caFile: URL?
 
     private let engine = Mutex<CurlEngine?>(nil)
 
@@ -53,15 +59,17 @@ public final class CurlTransport: HTTPTransport {
     ///   - timeout: the total deadline of each request, in seconds (30 s, as `URLSessionTransport`).
     ///   - connectTimeout: the deadline for connecting, in seconds; at most `timeout`.
     ///   - proxy: ``Proxy/environment`` by default.
+    ///   - caFile: a PEM bundle of the CAs to trust instead of libcurl's default bundle (see ``caFile``).
     public init(
         maximumBodySize: Int = CurlTransport.defaultMaximumBodySize, timeout: TimeInterval = 30,
-        connectTimeout: TimeInterval = 10, proxy: Proxy = .environment
+        connectTimeout: TimeInterval = 10, proxy: Proxy = .environment, caFile: URL? = nil
     ) {
         self.maximumBodySize = max(0, maximumBodySize)
         let total = timeout.isFinite && timeout > 0 ? min(timeout, 86_400) : 30
         self.timeout = total
         self.connectTimeout = connectTimeout.isFinite && connectTimeout > 0 ? min(connectTimeout, total) : min(10, total)
         self.proxy = proxy
+        self.caFile = caFile
     }
 
     deinit { engine.withLock { $0?.stop() } }
@@ -103,12 +111,14 @@ struct CurlSettings: Sendable {
     let timeout: TimeInterval
     let connectTimeout: TimeInterval
     let proxy: CurlTransport.Proxy
+    let caFile: URL?
 
     init(_ transport: CurlTransport) {
         maximumBodySize = transport.maximumBodySize
         timeout = transport.timeout
         connectTimeout = transport.connectTimeout
         proxy = transport.proxy
+        caFile = transport.caFile
     }
 }
 
@@ -181,6 +191,7 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
         case .none: easy.set(CURLOPT_PROXY, "")
         case .url(let url): easy.set(CURLOPT_PROXY, url.absoluteString)
         }
+        if let caFile = settings.caFile { easy.set(CURLOPT_CAINFO, caFile.path) }
         easy.set(CURLOPT_WRITEFUNCTION, callback: { buffer, size, count, context in
             guard let buffer, let context else { return 0 }
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
@@ -240,6 +251,7 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
     private static func milliseconds(_ seconds: TimeInterval) -> Int { max(1, Int((seconds * 1000).rounded())) }
 
     private var host: String { url.host ?? "?" }
+    private var scheme: String { url.scheme?.lowercased() ?? "" }
 
     // MARK: Callbacks (engine thread)
 
@@ -334,7 +346,9 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
             let underlying = CurlError(code: Int(code.rawValue), text: library.describe(code))
             return .failure(OAuthError(.transport, message: message(for: code, text: underlying.text), underlying: underlying))
         }
-        return .success(HTTPResponse(status: status, lowercasedHeaders: response.headers, body: response.body))
+        var http = HTTPResponse(status: status, lowercasedHeaders: response.headers, body: response.body)
+        http.httpVersion = easy.negotiatedHTTPVersion
+        return .success(http)
     }
 
     var cancellation: OAuthError { OAuthError(.cancelled, message: "the request to \(host) was cancelled") }
@@ -358,7 +372,10 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
         case CURLE_COULDNT_RESOLVE_PROXY: return "could not resolve the proxy for \(host)"
         case CURLE_PEER_FAILED_VERIFICATION: return "the TLS certificate of \(host) was rejected"
         case CURLE_SSL_CONNECT_ERROR: return "the TLS handshake with \(host) failed"
-        case CURLE_UNSUPPORTED_PROTOCOL: return "only http and https are allowed (request to \(host))"
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            // libcurl also reports a reply that is not HTTP (no status line: HTTP/0.9) this way.
+            guard scheme != "http" && scheme != "https" else { return "\(host) answered with something that is not HTTP" }
+            return "only http and https are allowed (request to \(host))"
         case CURLE_GOT_NOTHING: return "\(host) closed the connection without answering"
         default: return "the request to \(host) failed: \(Self.printable(text, limit: 200))"
         }
