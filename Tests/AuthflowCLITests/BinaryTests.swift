@@ -253,7 +253,7 @@ struct BinaryTests {
         running.interrupt()
         let status = await running.wait(timeout: .seconds(10))
         #expect(status == 130, "\(running.stderr)")
-        #expect(ContinuousClock.now - interrupted < .seconds(3))
+        #expect(ContinuousClock.now - interrupted < .seconds(10))   // far below the endless polling it stops
         #expect(running.stderr.contains("interrupted"))
         #expect(directory.storedKeys.isEmpty)
         #expect(!server.requests("/token").isEmpty)

@@ -176,7 +176,7 @@ struct BrowserLoginTests {
         let services = h.services(openURL: { url in opened.append(url) })
         let env = h.environment.merging(environment) { _, new in new }
         let task = Task { await Authflow.run(arguments: ["login", "gh", "--browser", "--json"] + arguments, output: output, environment: env, services: services) }
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)   // generous: a loaded CI machine; the line comes at once when idle
         var line: [String: Any] = [:]
         while ContinuousClock.now < deadline {
             if let found = stdout.text.split(separator: "\n").first(where: { $0.contains("\"authorizing\"") }) {

@@ -138,7 +138,7 @@ struct RunTests {
         task.cancel()
         let status = await task.value
         #expect(status == .interrupted)
-        #expect(ContinuousClock.now - cancelled < .seconds(2))
+        #expect(ContinuousClock.now - cancelled < .seconds(20))   // a bound far below the endless polling it stops
         #expect(stderr.text.contains("interrupted; nothing was stored"))
         #expect(h.directory.storedKeys.isEmpty)
     }

@@ -143,9 +143,9 @@ extension FleetStoreTests {
         let key = try TestKey()
         let busy = uniqueID("pool")
         let wanted = uniqueID("wanted")
-        // One connection: a waiter first waits for the pool (3 s), then for the lock another process holds.
+        // One connection: a waiter first waits for the pool (4 s), then for the lock another process holds.
         let store = try PostgresSecretStore(connection: cluster.uri, encryption: key.encryption,
-                                            options: .init(lockTimeout: .seconds(4), maximumConnections: 1))
+                                            options: .init(lockTimeout: .seconds(6), maximumConnections: 1))
         let holder = try PostgresSecretStore(connection: cluster.uri, encryption: key.encryption)
         let (held, heldContinuation) = AsyncStream.makeStream(of: Void.self)
         let (release, releaseContinuation) = AsyncStream.makeStream(of: Void.self)
@@ -157,7 +157,7 @@ extension FleetStoreTests {
         }
         for await _ in held { break }
         let poolBusy = Task {
-            try await store.withExclusiveAccess(to: busy) { () async throws(OAuthError) in try? await Task.sleep(for: .seconds(3)) }
+            try await store.withExclusiveAccess(to: busy) { () async throws(OAuthError) in try? await Task.sleep(for: .seconds(4)) }
         }
         try await Task.sleep(for: .milliseconds(200))
 
@@ -171,8 +171,8 @@ extension FleetStoreTests {
         try await poolBusy.value
 
         #expect(error?.code == .timedOut)
-        // About 4 s in all; separate waits would take 3 s for the pool plus 4 s for the lock.
-        #expect(elapsed >= .seconds(3) && elapsed < .seconds(6), "\(elapsed)")
+        // About 6 s in all; separate waits would take 4 s for the pool plus 6 s for the lock.
+        #expect(elapsed >= .seconds(4) && elapsed < .seconds(9), "\(elapsed)")
     }
 
     @Test("Cancelling the task ends a wait for the pool and a wait for another process's lock, with .cancelled")

@@ -52,8 +52,19 @@ struct PostgresCluster: Sendable {
                                                    "--pwfile=\(directory.path)/pwfile", "--auth-local=trust", "--auth-host=scram-sha-256",
                                                    "-E", "UTF8", "--locale=C", "--no-sync"], timeout: .seconds(120))
         guard initdb.status == 0 else { throw ClusterError("initdb failed: \(initdb.output)") }
-        try await cluster.startServer()
-        return cluster
+        // The port was free when chosen, but a parallel test may bind it before the server does:
+        // then the server exits with "Address already in use", and another free port is tried.
+        var attempt = cluster
+        var tries = 1
+        while true {
+            do {
+                try await attempt.startServer()
+                return attempt
+            } catch let error as ClusterError where error.description.contains("Address already in use") && tries < 5 {
+                tries += 1
+                attempt = PostgresCluster(directory: directory, port: try freePort(), password: String(password), binaries: binaries)
+            }
+        }
     }
 
     /// `pg_ctl start`, waiting until it accepts connections.
