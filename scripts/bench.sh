@@ -44,6 +44,7 @@ if [[ ! -x "$HARNESS/run-all.sh" ]]; then
   say "copying $SHARED to $HARNESS"
   mkdir -p "$(dirname "$HARNESS")"
   cp -r "$SHARED" "$HARNESS"
+  chmod -R u+w "$HARNESS"   # ../shared may be read-only; the harness writes results and builds into its folder
 fi
 
 server_running() {
