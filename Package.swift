@@ -21,7 +21,7 @@ let package = Package(
     targets: [
         .systemLibrary(
             name: "COpenSSL",
-            pkgConfig: "openssl",
+            pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
         // Headers only: CurlTransport opens libcurl.so.4 with dlopen on its first request (see shim.h).
@@ -55,7 +55,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "oauthflow-bench",
-            dependencies: ["OAuthFlow", "CCurl", "OAuthFlowPostgres"],
+            dependencies: ["OAuthFlow", "CCurl", "COpenSSL", "OAuthFlowPostgres"],
             path: "Benchmarks/oauthflow-bench",
             swiftSettings: strictSettings
         ),

@@ -2,7 +2,7 @@
 //
 // `diag-transports`: the same sequential token request through several transports, to compare the
 // libcurl designs and to split one fetch's time into "HTTP client" and "OAuthFlow's own work":
-//   - curl-multi: OAuthFlow's CurlTransport (one curl_multi and its thread, connections kept)
+//   - curl-multi: OAuthFlow's CurlTransport (one curl_multi and its thread, connections kept, pooled handles)
 //   - curl-easy-fresh: a fresh easy handle per request, curl_easy_perform on a Dispatch thread
 //     (a new connection per request: the handle owns its connection cache)
 //   - curl-easy-pooled: the same with easy handles kept in a pool and reset (connections kept)
@@ -12,6 +12,7 @@
 // `diag-authflow-raw`: only the authflow+rawsocket loop, for profiling.
 
 internal import CCurl
+internal import COpenSSL
 import Dispatch
 import Foundation
 import Glibc
@@ -276,16 +277,20 @@ func runDiagTransports(_ config: Config) async -> Int32 {
         await timeSequential(config, "authflow_curl", count: n, warmup: warmup) { await fetch(flow) }
     }
 
-    // Pieces of AuthFlow's per-fetch work, measured alone.
+    // Pieces of AuthFlow's per-fetch work, measured alone: the library's parser, and Foundation's for comparison.
     timeMicro(config, "json_parse_token_body", count: 20_000) {
+        (try? JSONValue.parse(benchTokenBody))?.objectValue?.count ?? 0
+    }
+    timeMicro(config, "json_parse_token_body_jsonserialization", count: 20_000) {
         ((try? JSONSerialization.jsonObject(with: benchTokenBody)) as? [String: Any])?.count ?? 0
     }
     let set = TokenSet(
         providerID: providerID, accessToken: Secret("bench-access-token-0123456789abcdef"),
         refreshToken: Secret("bench-refresh-token-0123456789abcdef"), issuedAt: Date(),
         expiresAt: Date().addingTimeInterval(3600), grant: .clientCredentials)
-    timeMicro(config, "store_entry_encode", count: 20_000) {
-        // What AuthFlow.save does per fetch: a fresh JSONEncoder, sorted keys, seconds since 1970.
+    timeMicro(config, "store_entry_jsonencoder", count: 20_000) {
+        // What AuthFlow.save did per fetch before StoredEntry wrote its bytes directly: a fresh
+        // JSONEncoder, sorted keys, seconds since 1970 (kept for comparison).
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .secondsSince1970
         encoder.outputFormatting = [.sortedKeys]
@@ -324,6 +329,24 @@ func base64URLViaBytes(_ bytes: [UInt8]) -> String {
 func runDiagPKCE(_ config: Config) -> Int32 {
     let n = min(config.pkceN, 50_000)
     timeMicro(config, "pkce_init", count: n) { ((try? PKCE())?.challenge.utf8.count) ?? 0 }
+    // The random and digest choices PKCE() made, measured side by side (CPU time as well: a busy
+    // machine disturbs it less).
+    var random = [UInt8](repeating: 0, count: 64)
+    timeCPU(config, "random32_getrandom", count: n) {
+        random.withUnsafeMutableBytes { Int(c_oauthflow_getrandom($0.baseAddress, 32)) + 1 }
+    }
+    timeCPU(config, "random32_RAND_bytes", count: n) {
+        random.withUnsafeMutableBytes { Int(RAND_bytes($0.baseAddress!.assumingMemoryBound(to: UInt8.self), 32)) }
+    }
+    let sha256 = EVP_MD_fetch(nil, "SHA256", nil)
+    var length: UInt32 = 0
+    timeCPU(config, "sha256_43_EVP_Digest_fetched", count: n) {
+        random.withUnsafeMutableBytes { Int(EVP_Digest($0.baseAddress, 43, $0.baseAddress!.assumingMemoryBound(to: UInt8.self), &length, sha256, nil)) }
+    }
+    timeCPU(config, "sha256_43_SHA256_one_shot", count: n) {
+        random.withUnsafeMutableBytes { Int(c_oauthflow_sha256($0.baseAddress, 43, $0.baseAddress!.assumingMemoryBound(to: UInt8.self))) }
+    }
+    EVP_MD_free(sha256)
     let verifier = Secret("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk")
     timeMicro(config, "pkce_init_verifier", count: n) { ((try? PKCE(verifier: verifier))?.challenge.utf8.count) ?? 0 }
     let bytes = (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 73 &+ 41) }  // mixed bytes, some "+" and "/"

@@ -1,12 +1,14 @@
 // oauthflow-bench: OAuthFlow's row in the peer benchmark (the harness in shared/bench; contract in
 // its README). Usage: `oauthflow-bench <mode>`, mode in m1 m2 m3 m4 pkce m5, plus the diagnostic
-// modes `diag-m2` (M2 through a transport wrapper that counts requests in flight), `diag-seq`
+// modes `diag-m2` (M2 through a transport wrapper that counts requests in flight), `diag-m2-easy`
+// (the same through blocking curl_easy_perform on Dispatch workers), `diag-seq`
 // (M1 split into transport-only and AuthFlow-overhead timings), `diag-transports` and
 // `diag-authflow-raw`, `diag-fleet`, `diag-pkce`, `diag-idtoken` (see Diagnostics.swift). Exit 3 = unknown mode.
 //
 // Everything goes through OAuthFlow's public API: AuthFlow.clientCredentials(provider:) for a
-// fresh fetch (a real HTTP request each, client_secret_basic), AuthFlow.accessToken(for:) for the
-// cached lookup, PKCE() for the verifier/challenge pair, CurlTransport (the default) for HTTP.
+// fresh fetch (a real HTTP request each, client_secret_basic), a TokenSource's token() for the cached
+// lookup (M3, M4: the call an app or AuthorizingTransport makes before every request; see
+// Documentation/Performance.md), PKCE() for the verifier/challenge pair, CurlTransport (the default) for HTTP.
 //
 // Output: `RESULT <name> <metric> <value>` lines on stdout; diagnostics on stderr.
 // Each loop stops at BENCH_DEADLINE_S after the mode started and reports what it completed.
@@ -106,27 +108,45 @@ func percentile(_ sorted: [Double], _ p: Double) -> Double {
 
 // MARK: - M5: the CLI path (no network, no AuthFlow)
 
-/// The harness's cached-token file.
-struct CachedToken: Decodable {
-    var access_token: String
-    var token_type: String?
-    var refresh_token: String?
-    var expires_at: Int64?
-}
-
-/// Reads BENCH_TOKEN_FILE, prints its access_token. What `authflow token` does for a valid cache.
+/// Reads BENCH_TOKEN_FILE through OAuthFlow's JSON parser (the one `authflow token` reads its
+/// store entries with) and prints its access_token: what a CLI does for a valid cache. Plain file
+/// reads, no Foundation file APIs, no concurrency runtime.
 func runM5() -> Int32 {
     let path = Config.env("BENCH_TOKEN_FILE", "/tmp/oauthbench-token.json")
-    guard let data = FileManager.default.contents(atPath: path) else {
+    guard let bytes = readFile(path) else {
         warn("cannot read \(path)")
         return 1
     }
-    guard let token = try? JSONDecoder().decode(CachedToken.self, from: data), !token.access_token.isEmpty else {
+    guard let token = (try? JSONValue.parse(Data(bytes)))?["access_token"]?.stringValue, !token.isEmpty else {
         warn("\(path) holds no access_token")
         return 1
     }
-    print(token.access_token)
+    print(token)
     return 0
+}
+
+/// The bytes of the file at `path` (at most 1 MiB), or nil.
+func readFile(_ path: String) -> [UInt8]? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while bytes.count <= 1 << 20 {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0, errno == EINTR { continue }
+        guard n >= 0 else { return nil }
+        if n == 0 { return bytes }
+        bytes.append(contentsOf: chunk[0..<n])
+    }
+    return nil
+}
+
+/// This process's peak resident set size in KiB (`getrusage`, `ru_maxrss`).
+func peakRSSKiB() -> Int {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Int(usage.ru_maxrss)
 }
 
 // MARK: - The client under test
@@ -227,9 +247,9 @@ struct CountingTransport: HTTPTransport {
     }
 }
 
-func runM2(_ config: Config, diagnostic: Bool) async -> Int32 {
+func runM2(_ config: Config, diagnostic: Bool, transport base: (any HTTPTransport)? = nil) async -> Int32 {
     let counters = Counters()
-    let bare = makeTransport(connections: config.m2Concurrency)
+    let bare = base ?? makeTransport(connections: config.m2Concurrency)
     let transport: any HTTPTransport = diagnostic ? CountingTransport(base: bare, counters: counters) : bare
     guard let flow = await makeFlow(config, transport: transport) else { return 1 }
     counters.errors.store(await warmUp(flow, config), ordering: .relaxed)
@@ -255,6 +275,7 @@ func runM2(_ config: Config, diagnostic: Bool) async -> Int32 {
     config.result("m2_count", done)
     config.result("m2_errors", counters.errors.load(ordering: .relaxed))
     config.result("m2_fetch_per_s", Double(done) / elapsed)
+    config.result("m2_peak_rss_kb", peakRSSKiB())
     if diagnostic { config.result("m2_max_in_flight", counters.maxInFlight.load(ordering: .relaxed)) }
     return 0
 }
@@ -263,19 +284,21 @@ func runM2(_ config: Config, diagnostic: Bool) async -> Int32 {
 
 func runM3(_ config: Config) async -> Int32 {
     guard let flow = await makeFlow(config, transport: makeTransport(connections: config.m2Concurrency)) else { return 1 }
-    // Prime: with nothing stored, accessToken(for:) fetches by itself for a client-credentials-only
-    // provider; clientCredentials(provider:) does the same one fetch explicitly.
+    // Prime: one real fetch (clientCredentials(provider:) always sends a request).
     guard await fetch(flow) else {
         config.result("m3_errors", 1)
         return 0
     }
+    // What a service keeps and calls before every request (AuthorizingTransport does the same).
+    let source = flow.tokenSource(for: providerID)
+    let useFlow = Config.env("BENCH_M3_API", "") == "accessToken"   // diagnostic: AuthFlow.accessToken(for:) instead
     var count = 0
     var errors = 0
     let start = monotonicNs()
     while count < config.m3N {
         if count & 4095 == 0, config.pastDeadline { break }
         do {
-            let token = try await flow.accessToken(for: providerID)
+            let token = useFlow ? try await flow.accessToken(for: providerID) : try await source.token()
             if token.reveal().isEmpty { errors += 1 }
         } catch {
             reportFirstError(error)
@@ -412,6 +435,7 @@ func runM4(_ config: Config) async -> Int32 {
     config.result("m4_seeded", seeded ? 1 : 0)
 
     let callers = config.m4Callers
+    let source = flow.tokenSource(for: providerID)   // the same API as M3
     let gate = Gate(parties: callers)
     let finished = Latch(callers)
     let errors = Counters()
@@ -419,7 +443,7 @@ func runM4(_ config: Config) async -> Int32 {
         Task.detached {
             await gate.pass()
             do {
-                let token = try await flow.accessToken(for: providerID).reveal()
+                let token = try await source.token().reveal()
                 if token.isEmpty || token == expiredAccessToken { errors.errors.wrappingAdd(1, ordering: .relaxed) }
             } catch {
                 reportFirstError(error)
@@ -498,12 +522,12 @@ let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : ""
 if mode == "m5" { exit(runM5()) }
 
-let asyncModes: Set<String> = ["m1", "m2", "m3", "m4", "diag-m2", "diag-seq", "diag-transports", "diag-authflow-raw", "diag-fleet"]
+let asyncModes: Set<String> = ["m1", "m2", "m3", "m4", "diag-m2", "diag-m2-easy", "diag-seq", "diag-transports", "diag-authflow-raw", "diag-fleet"]
 if mode == "pkce" { exit(runPKCE(Config.load())) }
 if mode == "diag-pkce" { exit(runDiagPKCE(Config.load())) }
 if mode == "diag-idtoken" { exit(runDiagIDToken(Config.load())) }
 guard asyncModes.contains(mode) else {
-    warn("mode \"\(mode)\" is not supported (modes: m1 m2 m3 m4 pkce m5 diag-m2 diag-seq diag-transports diag-authflow-raw diag-fleet diag-pkce diag-idtoken)")
+    warn("mode \"\(mode)\" is not supported (modes: m1 m2 m3 m4 pkce m5 diag-m2 diag-m2-easy diag-seq diag-transports diag-authflow-raw diag-fleet diag-pkce diag-idtoken)")
     exit(3)
 }
 
@@ -516,6 +540,10 @@ Task.detached { [mode] in
     case "m1": code = await runM1(config)
     case "m2": code = await runM2(config, diagnostic: false)
     case "diag-m2": code = await runM2(config, diagnostic: true)
+    case "diag-m2-easy":
+        // M2 through curl_easy_perform on Dispatch workers with pooled handles (Diagnostics.swift).
+        guard let easy = EasyPerformTransport(pooled: true) else { code = 1; break }
+        code = await runM2(config, diagnostic: true, transport: easy)
     case "m3": code = await runM3(config)
     case "m4": code = await runM4(config)
     case "diag-transports": code = await runDiagTransports(config)

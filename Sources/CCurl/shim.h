@@ -113,6 +113,14 @@ static inline CURLcode c_oauthflow_curl_easy_getinfo_off(const c_oauthflow_curl_
     return api->easy_getinfo(handle, info, value);
 }
 
+/* curl_easy_getinfo for a pointer (CURLINFO_PRIVATE). */
+static inline CURLcode c_oauthflow_curl_easy_getinfo_pointer(const c_oauthflow_curl_api *api, CURL *handle, CURLINFO info, void **value) {
+    char *pointer = NULL;
+    CURLcode code = api->easy_getinfo(handle, info, &pointer);
+    *value = pointer;
+    return code;
+}
+
 /* curl_multi_setopt with a long. */
 static inline CURLMcode c_oauthflow_curl_multi_setopt_long(const c_oauthflow_curl_api *api, CURLM *multi, CURLMoption option, long value) {
     return api->multi_setopt(multi, option, value);

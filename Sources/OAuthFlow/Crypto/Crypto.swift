@@ -3,8 +3,22 @@ import Foundation
 
 /// SHA-2 digests over the system's libcrypto.
 enum Digest {
-    /// SHA-256 of `data` through OpenSSL EVP.
-    static func sha256(_ data: [UInt8]) throws(OAuthError) -> [UInt8] { try hash(data, with: .sha256) }
+    /// SHA-256 of `data`.
+    static func sha256(_ data: [UInt8]) throws(OAuthError) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: 32)
+        let ok = data.withUnsafeBytes { input in
+            digest.withUnsafeMutableBytes { sha256(input, into: $0) }
+        }
+        guard ok else { throw OAuthError(.crypto, message: "SHA256 failed: \(OpenSSLError.last())") }
+        return digest
+    }
+
+    /// SHA-256 of `data` into the first 32 bytes of `out` (libcrypto's one-shot SHA-256, no EVP
+    /// context to allocate); false when libcrypto failed.
+    static func sha256(_ data: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) -> Bool {
+        precondition(out.count >= 32)
+        return c_oauthflow_sha256(data.baseAddress, data.count, out.baseAddress!.assumingMemoryBound(to: UInt8.self)) == 1
+    }
 
     /// The digest of `data` with one of the shared, pre-fetched hash algorithms (`EVP_Digest`).
     static func hash(_ data: [UInt8], with algorithm: MessageDigest) throws(OAuthError) -> [UInt8] {
@@ -18,17 +32,49 @@ enum Digest {
 }
 
 enum SecureRandom {
-    /// `count` bytes from OpenSSL's CSPRNG (`RAND_bytes`).
+    /// `count` bytes from the system CSPRNG (see ``fill(_:)``).
     static func bytes(_ count: Int) throws(OAuthError) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
-        let ok = bytes.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32($0.count)) }
-        guard ok == 1 else { throw OAuthError(.crypto, message: "RAND_bytes failed: \(OpenSSLError.last())") }
+        guard bytes.withUnsafeMutableBytes(tryFill) else { throw failure() }
         return bytes
+    }
+
+    /// Fills `buffer` from the kernel's CSPRNG (`getrandom(2)`, what OpenSSL seeds its own
+    /// generator from): one system call, no lock, fork-safe. Falls back to OpenSSL's `RAND_bytes`
+    /// where `getrandom` is missing.
+    /// - Throws: ``OAuthError`` `.crypto` when neither could deliver.
+    static func fill(_ buffer: UnsafeMutableRawBufferPointer) throws(OAuthError) {
+        guard tryFill(buffer) else { throw failure() }
+    }
+
+    private static func tryFill(_ buffer: UnsafeMutableRawBufferPointer) -> Bool {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return true }
+        if c_oauthflow_getrandom(base, buffer.count) == 0 { return true }
+        return RAND_bytes(base.assumingMemoryBound(to: UInt8.self), Int32(buffer.count)) == 1
+    }
+
+    private static func failure() -> OAuthError {
+        OAuthError(.crypto, message: "getrandom and RAND_bytes failed: \(OpenSSLError.last())")
     }
 
     /// A base64url token of `byteCount` random bytes (32 bytes = 256 bits = 43 characters).
     static func token(byteCount: Int = 32) throws(OAuthError) -> String {
-        Base64URL.encode(try bytes(byteCount))
+        let token = withUnsafeTemporaryAllocation(byteCount: byteCount, alignment: 1) { buffer -> String? in
+            tryFill(buffer) ? Base64URL.encode(UnsafeRawBufferPointer(buffer)) : nil
+        }
+        guard let token else { throw failure() }
+        return token
+    }
+
+    /// ``token(byteCount:)`` of 32 bytes, and SHA-256 of its text: a PKCE verifier and the digest
+    /// of its challenge, with only the string allocated. Nil when randomness or the digest failed.
+    static func verifierAndChallenge() -> (verifier: String, challenge: String)? {
+        withUnsafeTemporaryAllocation(byteCount: 32, alignment: 16) { scratch -> (String, String)? in
+            guard tryFill(scratch) else { return nil }
+            var verifier = Base64URL.encode(UnsafeRawBufferPointer(scratch))
+            guard verifier.withUTF8({ Digest.sha256(UnsafeRawBufferPointer($0), into: scratch) }) else { return nil }
+            return (verifier, Base64URL.encode(UnsafeRawBufferPointer(scratch)))
+        }
     }
 }
 
@@ -57,34 +103,41 @@ enum OpenSSLError {
 
 /// Base64url without padding (RFC 4648 §5, RFC 7636 Appendix A).
 enum Base64URL {
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+    private static let alphabet: StaticString = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
     static func encode(_ bytes: [UInt8]) -> String {
+        bytes.withUnsafeBytes { encode($0) }
+    }
+
+    /// Encodes `bytes` straight into the string's storage.
+    static func encode(_ bytes: UnsafeRawBufferPointer) -> String {
         let count = (bytes.count * 4 + 2) / 3
-        return String(unsafeUninitializedCapacity: count) { out in
-            var o = 0
-            var i = 0
-            while i + 3 <= bytes.count {
-                let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-                out[o] = alphabet[Int(n >> 18 & 63)]
-                out[o + 1] = alphabet[Int(n >> 12 & 63)]
-                out[o + 2] = alphabet[Int(n >> 6 & 63)]
-                out[o + 3] = alphabet[Int(n & 63)]
-                o += 4
-                i += 3
-            }
-            let rest = bytes.count - i
-            if rest > 0 {
-                let n = UInt32(bytes[i]) << 16 | (rest == 2 ? UInt32(bytes[i + 1]) << 8 : 0)
-                out[o] = alphabet[Int(n >> 18 & 63)]
-                out[o + 1] = alphabet[Int(n >> 12 & 63)]
-                o += 2
-                if rest == 2 {
-                    out[o] = alphabet[Int(n >> 6 & 63)]
-                    o += 1
+        return alphabet.withUTF8Buffer { alphabet in
+            String(unsafeUninitializedCapacity: count) { out in
+                var o = 0
+                var i = 0
+                while i + 3 <= bytes.count {
+                    let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+                    out[o] = alphabet[Int(n >> 18 & 63)]
+                    out[o + 1] = alphabet[Int(n >> 12 & 63)]
+                    out[o + 2] = alphabet[Int(n >> 6 & 63)]
+                    out[o + 3] = alphabet[Int(n & 63)]
+                    o += 4
+                    i += 3
                 }
+                let rest = bytes.count - i
+                if rest > 0 {
+                    let n = UInt32(bytes[i]) << 16 | (rest == 2 ? UInt32(bytes[i + 1]) << 8 : 0)
+                    out[o] = alphabet[Int(n >> 18 & 63)]
+                    out[o + 1] = alphabet[Int(n >> 12 & 63)]
+                    o += 2
+                    if rest == 2 {
+                        out[o] = alphabet[Int(n >> 6 & 63)]
+                        o += 1
+                    }
+                }
+                return o
             }
-            return o
         }
     }
 

@@ -15,7 +15,13 @@ public struct PKCE: Sendable {
     /// A fresh verifier from 32 random bytes (43 characters) and its challenge.
     /// - Throws: ``OAuthError`` `.crypto` when the random generator or the digest fails.
     public init() throws(OAuthError) {
-        try self.init(verifier: Secret(SecureRandom.token(byteCount: 32)))
+        // 32 random bytes and their digest live on the stack; the only allocations are the two
+        // strings. A verifier made this way is unreserved characters by construction.
+        guard let (verifier, challenge) = SecureRandom.verifierAndChallenge() else {
+            throw OAuthError(.crypto, message: "generating a PKCE pair failed: \(OpenSSLError.last())")
+        }
+        self.verifier = Secret(verifier)
+        self.challenge = challenge
     }
 
     /// Derives the S256 challenge for a given verifier (RFC 7636 §4.2); use it for test vectors.

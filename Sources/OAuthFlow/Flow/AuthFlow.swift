@@ -14,8 +14,14 @@ public actor AuthFlow {
     public struct Options: Sendable {
         /// Sleeps between device polls; inject a test clock to run them instantly.
         public var clock: any Clock<Duration>
-        /// The wall clock used for expiry.
-        public var now: @Sendable () -> Date
+        /// The wall clock used for expiry (the system clock, `Date()`, unless you pass one).
+        public var now: @Sendable () -> Date {
+            didSet { readsSystemClock = false }
+        }
+        /// True while ``now`` is the system clock: a cached token's freshness is then checked
+        /// against `CLOCK_REALTIME_COARSE` (a few ms of resolution, a fifth of the cost of
+        /// `Date()` here), which no 60 s refresh margin can notice.
+        @usableFromInline var readsSystemClock: Bool
         /// Refresh this long before expiry (capped at half the token's lifetime).
         public var refreshMargin: TimeInterval
         /// How long an authorization request's `state` stays valid.
@@ -40,9 +46,10 @@ public actor AuthFlow {
         /// inject a constant to make them deterministic in tests.
         public var jitter: @Sendable () -> Double
 
-        /// The defaults: continuous clock, `Date()`, 60 s margin, 10 minute `state` lifetime, 60 s clock skew.
+        /// The defaults: continuous clock, `Date()` (when `now` is nil), 60 s margin, 10 minute
+        /// `state` lifetime, 60 s clock skew.
         public init(
-            clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() },
+            clock: any Clock<Duration> = ContinuousClock(), now: (@Sendable () -> Date)? = nil,
             refreshMargin: TimeInterval = 60, pendingAuthorizationLifetime: TimeInterval = 600,
             maximumPendingAuthorizations: Int = 10_000, userAgent: String = "OAuthFlow/0.1",
             log: (@Sendable (LogRecord) -> Void)? = nil, restoresAtStart: Bool = true, clockSkew: TimeInterval = 60,
@@ -50,7 +57,8 @@ public actor AuthFlow {
             jitter: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
         ) {
             self.clock = clock
-            self.now = now
+            self.now = now ?? { Date() }
+            self.readsSystemClock = now == nil
             self.refreshMargin = refreshMargin
             self.pendingAuthorizationLifetime = pendingAuthorizationLifetime
             self.maximumPendingAuthorizations = maximumPendingAuthorizations
@@ -767,18 +775,18 @@ public actor AuthFlow {
     /// `Authorization: Bearer` header (RFC 6750 §2.1).
     /// - Throws: ``OAuthError`` `.reauthorizationRequired` when nothing is stored or the refresh
     ///   token was rejected; `.transport` (retry later); `.storage`.
-    public nonisolated func accessToken(for provider: String) async throws(OAuthError) -> Secret {
+    nonisolated(nonsending) public func accessToken(for provider: String) async throws(OAuthError) -> Secret {
         // The hot path: one clock read, then the provider's slot lock held for one copy; no actor
-        // hop, and no lock a refresh holds.
-        if let token = tokens.freshAccessToken(provider, at: options.now()) { return token }
+        // hop, no executor switch (nonsending), and no lock a refresh holds.
+        if let token = tokens.slot(provider)?.freshToken(at: freshnessTime()) { return token }
         return try await renewShared(provider, force: false).accessToken
     }
 
     /// The full valid token set for `provider`, refreshed when needed (see ``accessToken(for:)``).
     /// - Throws: the same as ``accessToken(for:)``.
-    public nonisolated func tokenSet(for provider: String) async throws(OAuthError) -> TokenSet {
+    nonisolated(nonsending) public func tokenSet(for provider: String) async throws(OAuthError) -> TokenSet {
         // The fast path reads the provider's slot, without a hop onto the actor.
-        if let set = tokens.slot(provider)?.freshSet(at: options.now().timeIntervalSince1970) { return set }
+        if let set = tokens.slot(provider)?.freshSet(at: freshnessTime()) { return set }
         return try await renewShared(provider, force: false)
     }
 
@@ -791,6 +799,13 @@ public actor AuthFlow {
         try await renewShared(provider, force: true).authorization
     }
 
+    /// Now, in seconds since 1970, for a freshness check: the coarse system clock when
+    /// ``Options/now`` is the system clock (see ``Options/readsSystemClock``), else ``Options/now``.
+    @inline(__always)
+    nonisolated func freshnessTime() -> Double {
+        options.readsSystemClock ? SystemClock.coarseSeconds() : options.now().timeIntervalSince1970
+    }
+
     nonisolated func isFresh(_ set: TokenSet) -> Bool {
         options.now().timeIntervalSince1970 < TokenCache.renewalTime(of: set, margin: options.refreshMargin)
     }
@@ -798,6 +813,7 @@ public actor AuthFlow {
     /// One renewal per provider at a time; everyone waiting gets its result.
     ///
     /// A renewal that began before a logout is not joined: its result is discarded (see ``clear(provider:)``).
+    @usableFromInline
     func renewShared(_ provider: String, force: Bool) async throws(OAuthError) -> TokenSet {
         let ticket = Ticket(generation: generations[provider, default: 0], storedAtStart: false)
         if let running = refreshes[provider], running.generation == ticket.generation { return try await running.task.value.get() }

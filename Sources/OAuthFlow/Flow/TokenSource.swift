@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// A valid access token for one provider, whenever a service asks: what an HTTP client plugs in.
 ///
@@ -22,14 +22,17 @@ public struct TokenSource: Sendable {
     public let flow: AuthFlow
     /// The provider's cache slot (nil for a provider that is not configured: every call then
     /// goes to the flow, which says so).
-    private let slot: TokenCache.Slot?
-    private let now: @Sendable () -> Date
+    @usableFromInline let slot: TokenCache.Slot?
+    @usableFromInline let now: @Sendable () -> Date
+    /// ``AuthFlow/Options/readsSystemClock``: freshness is checked against the coarse system clock.
+    @usableFromInline let readsSystemClock: Bool
 
     init(flow: AuthFlow, providerID: String) {
         self.flow = flow
         self.providerID = providerID
         self.slot = flow.tokens.slot(providerID)
         self.now = flow.options.now
+        self.readsSystemClock = flow.options.readsSystemClock
     }
 
     /// A valid access token: from memory while fresh, else refreshed once for all callers.
@@ -37,16 +40,20 @@ public struct TokenSource: Sendable {
     /// Put it in an `Authorization: Bearer` header (RFC 6750 §2.1), or let ``AuthorizingTransport`` do it.
     /// - Throws: ``OAuthError`` as ``AuthFlow/accessToken(for:)``: `.reauthorizationRequired`,
     ///   `.transport` (retry later), `.storage`, `.configuration` for a provider that is not configured.
-    public func token() async throws(OAuthError) -> Secret {
-        // One clock read; the slot's lock is held for one copy; no table lookup, no actor hop.
-        if let token = slot?.freshToken(at: now().timeIntervalSince1970) { return token }
+    @inlinable
+    nonisolated(nonsending) public func token() async throws(OAuthError) -> Secret {
+        // One clock read; the slot's lock is held for one copy; no table lookup, no actor hop, and
+        // (nonsending) no executor switch: a cached token is answered on the caller's executor.
+        // Inlinable, so the caller's async frame holds it: no frame of its own either.
+        let time = readsSystemClock ? SystemClock.coarseSeconds() : now().timeIntervalSince1970
+        if let token = slot?.freshToken(at: time) { return token }
         return try await flow.renewShared(providerID, force: false).accessToken
     }
 
     /// The whole valid token set (token type, scopes, expiry), refreshed when needed.
     /// - Throws: the same as ``token()``.
-    public func tokenSet() async throws(OAuthError) -> TokenSet {
-        if let set = slot?.freshSet(at: now().timeIntervalSince1970) { return set }
+    nonisolated(nonsending) public func tokenSet() async throws(OAuthError) -> TokenSet {
+        if let set = slot?.freshSet(at: readsSystemClock ? SystemClock.coarseSeconds() : now().timeIntervalSince1970) { return set }
         return try await flow.renewShared(providerID, force: false)
     }
 

@@ -4,6 +4,8 @@ import Foundation
 enum FormEncoding {
     /// Unreserved characters stay; space becomes `+`; every other byte is percent-encoded.
     static func escape(_ string: String) -> String {
+        var contiguous = string
+        if contiguous.withUTF8({ $0.allSatisfy(isUnreserved) }) { return string }   // nothing to escape: the common case
         var out = ""
         out.reserveCapacity(string.utf8.count)
         for byte in string.utf8 {
@@ -25,9 +27,27 @@ enum FormEncoding {
 
     private static let hexDigits = Array("0123456789ABCDEF")
 
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+             UInt8(ascii: "*"):
+            return true
+        default:
+            return false
+        }
+    }
+
     /// Encodes pairs in order as `a=b&c=d`.
     static func encode(_ fields: [(String, String)]) -> String {
-        fields.map { "\(escape($0.0))=\(escape($0.1))" }.joined(separator: "&")
+        var out = ""
+        for (index, field) in fields.enumerated() {
+            if index > 0 { out.append("&") }
+            out.append(escape(field.0))
+            out.append("=")
+            out.append(escape(field.1))
+        }
+        return out
     }
 
     /// Decodes `a=b&c=d` into ordered pairs; `+` is a space; malformed escapes are kept literally.

@@ -55,6 +55,13 @@ public struct HTTPResponse: Sendable, Hashable {
         self.body = body
     }
 
+    /// A response whose header names are lower-case already (a transport that parsed them so).
+    init(status: Int, lowercasedHeaders: [String: String], body: Data) {
+        self.status = status
+        self.headers = lowercasedHeaders
+        self.body = body
+    }
+
     /// The `Content-Type` media type without parameters, lower-cased.
     public var mediaType: String? {
         headers["content-type"]?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }

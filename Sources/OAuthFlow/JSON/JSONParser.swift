@@ -90,19 +90,20 @@ extension JSONValue {
                 index += 1
                 return .object(members)
             }
+            members.reserveCapacity(8)   // a token response's members without a rehash
             while true {
                 guard let byte = peek() else { throw error("the document ends inside an object") }
                 guard byte == UInt8(ascii: "\"") else { throw error("expected a member name in double quotes") }
                 let nameStart = index
                 let name = try parseString()
-                guard members[name] == nil else {
-                    throw error("the member \"\(Self.printable(name))\" appears twice in one object", at: nameStart)
-                }
                 skipWhitespace()
                 guard peek() == UInt8(ascii: ":") else { throw error("expected ':' after a member name") }
                 index += 1
                 skipWhitespace()
-                members[name] = try parseValue(depth: depth + 1)
+                // One hash per member: the insert reports a name that was there already.
+                guard members.updateValue(try parseValue(depth: depth + 1), forKey: name) == nil else {
+                    throw error("the member \"\(Self.printable(name))\" appears twice in one object", at: nameStart)
+                }
                 skipWhitespace()
                 switch peek() {
                 case UInt8(ascii: ","):
@@ -156,7 +157,23 @@ extension JSONValue {
         mutating func parseString() throws(SyntaxError) -> String {
             let start = index
             index += 1   // "
-            var buffer: [UInt8] = []
+            // Fast path: a string without escapes becomes its bytes between the quotes, uncopied.
+            var scan = index
+            while scan < bytes.count {
+                let byte = bytes[scan]
+                if byte == UInt8(ascii: "\"") {
+                    let first = index
+                    let text = bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[first..<scan]), as: UTF8.self) }
+                    guard let text else { throw error("a string is not valid UTF-8", at: start) }
+                    index = scan + 1
+                    return text
+                }
+                if byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+                scan += 1
+            }
+            // An escape, a control character or the end: go on byte by byte from there.
+            var buffer = Array(bytes[index..<scan])
+            index = scan
             while true {
                 guard let byte = peek() else { throw error("a string is not closed", at: start) }
                 switch byte {

@@ -639,9 +639,13 @@ extension ProviderCatalog {
         default: throw FileProblem(reason: "is not a regular file")
         }
         guard Int(info.st_size) <= limit else { throw FileProblem(reason: "is larger than \(limit >> 10) KiB") }
-        var data = [UInt8](repeating: 0, count: limit + 1)
+        // Sized by fstat, not by the limit: zero-filling a limit-sized buffer costs more than
+        // reading a small catalog (it is on `authflow token`'s start-up path). One byte more than
+        // expected shows a file that grew; the buffer then grows, up to limit + 1.
+        var data = [UInt8](repeating: 0, count: min(max(Int(info.st_size), 0), limit) + 1)
         var count = 0
-        while count < data.count {
+        while count < limit + 1 {
+            if count == data.count { data.append(contentsOf: repeatElement(0, count: min(data.count, limit + 1 - data.count))) }
             let read = data.withUnsafeMutableBytes { Glibc.read(file.fd, $0.baseAddress! + count, $0.count - count) }
             if read < 0, errno == EINTR { continue }
             guard read >= 0 else { throw FileProblem(reason: "cannot be read: \(describe(errno))") }

@@ -15,45 +15,88 @@ import Foundation
 enum StoredEntry {
     static let version = 1
 
-    /// The entry's bytes: written directly, without a general-purpose encoder (it runs on every fetch).
+    /// The entry's bytes: written directly into a byte buffer, without a general-purpose encoder
+    /// (it runs on every fetch).
     static func encode(_ set: TokenSet) -> Data {
-        var out = "{\"tokens\":{\"accessToken\":"
-        out.reserveCapacity(256 + set.accessToken.reveal().utf8.count + (set.refreshToken?.reveal().utf8.count ?? 0)
+        var out = Writer(capacity: 256 + set.accessToken.reveal().utf8.count + (set.refreshToken?.reveal().utf8.count ?? 0)
             + (set.idToken?.reveal().utf8.count ?? 0))
-        JSONValue.quote(set.accessToken.reveal(), into: &out)
+        out.append("{\"tokens\":{\"accessToken\":")
+        out.quote(set.accessToken.reveal())
         if let expiresAt = set.expiresAt {
-            out += ",\"expiresAt\":"
-            JSONValue.number(expiresAt.timeIntervalSince1970).write(into: &out)
+            out.append(",\"expiresAt\":")
+            out.number(expiresAt.timeIntervalSince1970)
         }
-        out += ",\"grant\":"
-        JSONValue.quote(set.grant.rawValue, into: &out)
+        out.append(",\"grant\":")
+        out.quote(set.grant.rawValue)
         if let idToken = set.idToken {
-            out += ",\"idToken\":"
-            JSONValue.quote(idToken.reveal(), into: &out)
+            out.append(",\"idToken\":")
+            out.quote(idToken.reveal())
             // Marks a token that passed validation, so loading rebuilds its claims without verifying
             // the signature again; an entry without it (or one written before validation existed)
             // keeps the raw token but no claims.
-            if set.validatedIDToken != nil { out += ",\"idTokenValidated\":true" }
+            if set.validatedIDToken != nil { out.append(",\"idTokenValidated\":true") }
         }
-        out += ",\"issuedAt\":"
-        JSONValue.number(set.issuedAt.timeIntervalSince1970).write(into: &out)
-        out += ",\"needsReauthorization\":"
-        out += set.needsReauthorization ? "true" : "false"
-        out += ",\"providerID\":"
-        JSONValue.quote(set.providerID, into: &out)
+        out.append(",\"issuedAt\":")
+        out.number(set.issuedAt.timeIntervalSince1970)
+        out.append(set.needsReauthorization ? ",\"needsReauthorization\":true" : ",\"needsReauthorization\":false")
+        out.append(",\"providerID\":")
+        out.quote(set.providerID)
         if let refreshToken = set.refreshToken {
-            out += ",\"refreshToken\":"
-            JSONValue.quote(refreshToken.reveal(), into: &out)
+            out.append(",\"refreshToken\":")
+            out.quote(refreshToken.reveal())
         }
-        out += ",\"scopes\":["
+        out.append(",\"scopes\":[")
         for (index, scope) in set.scopes.enumerated() {
-            if index > 0 { out += "," }
-            JSONValue.quote(scope, into: &out)
+            if index > 0 { out.append(",") }
+            out.quote(scope)
         }
-        out += "],\"tokenType\":"
-        JSONValue.quote(set.tokenType, into: &out)
-        out += "},\"version\":\(version)}"
-        return Data(out.utf8)
+        out.append("],\"tokenType\":")
+        out.quote(set.tokenType)
+        out.append("},\"version\":")
+        out.append(String(version))
+        out.append("}")
+        return Data(out.bytes)
+    }
+
+    /// The bytes of an entry as they are written.
+    private struct Writer {
+        var bytes: [UInt8] = []
+
+        init(capacity: Int) { bytes.reserveCapacity(capacity) }
+
+        mutating func append(_ text: StaticString) {
+            text.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        }
+
+        mutating func append(_ text: String) {
+            var text = text
+            text.withUTF8 { bytes.append(contentsOf: $0) }
+        }
+
+        /// `text` as a JSON string: copied as it is when it is printable ASCII without `"` or `\`
+        /// (every token, type, grant and provider id in practice), else through ``JSONValue/quote(_:into:)``.
+        mutating func quote(_ text: String) {
+            var text = text
+            let plain = text.withUTF8 { utf8 in
+                utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
+            }
+            if plain {
+                bytes.append(UInt8(ascii: "\""))
+                text.withUTF8 { bytes.append(contentsOf: $0) }
+                bytes.append(UInt8(ascii: "\""))
+            } else {
+                var quoted = ""
+                JSONValue.quote(text, into: &quoted)
+                append(quoted)
+            }
+        }
+
+        /// A time in seconds since 1970, as ``JSONValue`` writes numbers.
+        mutating func number(_ value: Double) {
+            var text = ""
+            JSONValue.number(value).write(into: &text)
+            append(text)
+        }
     }
 
     /// Reads an entry stored under `key`.

@@ -1,5 +1,19 @@
 import Foundation
+import Glibc
 import Synchronization
+
+/// The system's wall clock, read the cheap way for freshness checks.
+@usableFromInline
+enum SystemClock {
+    /// `CLOCK_REALTIME_COARSE` in seconds since 1970: the time of the last scheduler tick (1–4 ms
+    /// behind `CLOCK_REALTIME`), read from the vDSO without touching the TSC.
+    @usableFromInline
+    static func coarseSeconds() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME_COARSE, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+}
 
 /// The flow's token sets, one slot per configured provider, so that a cached token is answered
 /// without an actor hop and without any lock a refresh holds.
@@ -8,6 +22,7 @@ import Synchronization
 /// without a lock; each slot has its own `Mutex`, held only to copy a value in or out (nothing
 /// else, never a clock read or a callback). A refresh runs on the actor and under the store's lock
 /// and takes a slot's lock only to put the new set in.
+@usableFromInline
 final class TokenCache: Sendable {
     /// What the hot path needs, worked out once when a set is cached.
     struct Entry: Sendable {
@@ -20,11 +35,12 @@ final class TokenCache: Sendable {
     }
 
     /// One provider's cached set. A ``TokenSource`` keeps its slot, so its lookups skip the table.
+    @usableFromInline
     final class Slot: Sendable {
         private let entry = Mutex<Entry?>(nil)
 
         /// The access token while `now` (seconds since 1970) is before the renewal time.
-        @inline(__always)
+        @usableFromInline
         func freshToken(at now: Double) -> Secret? {
             entry.withLock { entry in
                 guard let entry, now < entry.renewAt else { return nil }
@@ -46,33 +62,40 @@ final class TokenCache: Sendable {
     }
 
     private let slots: [String: Slot]
+    /// The same slots in a list, searched instead of the table for a few providers: comparing a
+    /// short id is cheaper than hashing it.
+    private let list: [(id: String, slot: Slot)]
+    /// Up to this many providers, ``slot(_:)`` scans ``list``.
+    private static let scanLimit = 8
     /// ``AuthFlow/Options/refreshMargin``.
     let refreshMargin: TimeInterval
 
     init(providers: some Sequence<String>, refreshMargin: TimeInterval) {
         var slots: [String: Slot] = [:]
-        for id in providers { slots[id] = Slot() }
+        for id in providers where slots[id] == nil { slots[id] = Slot() }
         self.slots = slots
+        self.list = slots.map { (id: $0.key, slot: $0.value) }
         self.refreshMargin = refreshMargin
     }
 
     /// The slot of a configured provider.
-    func slot(_ provider: String) -> Slot? { slots[provider] }
+    @inline(__always)
+    func slot(_ provider: String) -> Slot? {
+        if list.count <= Self.scanLimit {
+            for entry in list where entry.id == provider { return entry.slot }
+            return nil
+        }
+        return slots[provider]
+    }
 
     /// The set held for `provider` (fresh or not). Setting a set for a provider that is not
     /// configured does nothing.
     subscript(provider: String) -> TokenSet? {
-        get { slots[provider]?.set }
-        set { slots[provider]?.store(newValue.map(entry)) }
+        get { slot(provider)?.set }
+        set { slot(provider)?.store(newValue.map(entry)) }
     }
 
     var all: [String: TokenSet] { slots.compactMapValues(\.set) }
-
-    /// The access token of `provider` when fresh at `now`.
-    @inline(__always)
-    func freshAccessToken(_ provider: String, at now: Date) -> Secret? {
-        slots[provider]?.freshToken(at: now.timeIntervalSince1970)
-    }
 
     func removeAll() { for slot in slots.values { slot.store(nil) } }
 

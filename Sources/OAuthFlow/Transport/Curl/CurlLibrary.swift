@@ -35,7 +35,10 @@ final class CurlLibrary: @unchecked Sendable {   // safe: an immutable table of 
 }
 
 /// Owns one `CURL` easy handle; `curl_easy_cleanup` in `deinit`.
-final class CurlEasyHandle {
+///
+/// Sendable because a handle is used by one thread at a time: built or taken from the engine's pool
+/// by a caller, then used by the engine thread until it goes back to the pool (through a `Mutex`).
+final class CurlEasyHandle: @unchecked Sendable {
     let raw: UnsafeMutableRawPointer
     private let library: CurlLibrary
 
@@ -87,7 +90,10 @@ final class CurlEasyHandle {
 }
 
 /// Owns one `curl_slist` of request headers; `curl_slist_free_all` in `deinit`.
-final class CurlHeaderList {
+///
+/// Sendable because it is never changed once its lines are appended (before it is shared): libcurl
+/// only reads it, from any number of transfers.
+final class CurlHeaderList: @unchecked Sendable {
     private(set) var raw: UnsafeMutablePointer<curl_slist>?
     private let library: CurlLibrary
 

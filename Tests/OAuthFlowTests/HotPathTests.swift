@@ -1,0 +1,131 @@
+import Foundation
+@testable import OAuthFlow
+import OAuthFlowTesting
+import Testing
+
+/// The fast paths of a fetch and of a cached lookup give the same answers as the general code:
+/// JSON strings without escapes, stored-entry strings that need no escaping, the provider slot
+/// search for few and for many providers.
+@Suite("Hot paths agree with the general code", .timeLimit(.minutes(1)))
+struct HotPathTests {
+    // MARK: JSON strings
+
+    @Test("a string without escapes and one with escapes decode to the same text", arguments: [
+        (#""plain-token.0123""#, "plain-token.0123"),
+        (#""prefix \"quoted\" and \\ back""#, #"prefix "quoted" and \ back"#),
+        (#""caf\u00e9 then more""#, "café then more"),
+        ("\"caf\u{e9} raw UTF-8\"", "café raw UTF-8"),
+        (#""""#, ""),
+        (#""ends with an escape\n""#, "ends with an escape\n"),
+    ])
+    func jsonStrings(json: String, text: String) throws {
+        #expect(try JSONValue.parse(Data(json.utf8)) == .string(text))
+        #expect(try JSONValue.parse(Data("{\"k\":\(json),\"n\":1}".utf8))["k"] == .string(text))
+    }
+
+    @Test("invalid UTF-8 and control characters are refused whether or not an escape came first", arguments: [
+        ([0x22, 0x61, 0xFF, 0x62, 0x22], "not valid UTF-8"),
+        ([0x22, 0x5C, 0x6E, 0x61, 0xFF, 0x22], "not valid UTF-8"),
+        ([0x22, 0x61, 0x0A, 0x62, 0x22], "control characters"),
+        ([0x22, 0x5C, 0x74, 0x61, 0x0A, 0x22], "control characters"),
+        ([0x22, 0x61, 0x62], "a string is not closed"),
+        ([0x22, 0x5C, 0x74, 0x61], "a string is not closed"),
+    ] as [([UInt8], String)])
+    func jsonStringErrors(bytes: [UInt8], reason: String) {
+        let error = #expect(throws: OAuthError.self) { try JSONValue.parse(Data(bytes)) }
+        #expect(error?.message?.contains(reason) == true, "\(error?.message ?? "no message")")
+    }
+
+    // MARK: Stored entries
+
+    @Test("an entry round-trips whether its strings go out as they are or escaped", arguments: [
+        ("plain-access-token", "Bearer", ["read", "write"]),
+        (#"quote"and\backslash"#, "bearer", ["scope:\"x\"", "ünïcode", "tab\there"]),
+    ])
+    func storedEntryRoundTrip(access: String, type: String, scopes: [String]) throws {
+        let set = TokenSet(
+            providerID: "p", accessToken: Secret(access), tokenType: type, refreshToken: Secret("refresh with space\\"),
+            scopes: scopes, issuedAt: Date(timeIntervalSince1970: 1_767_222_000),
+            expiresAt: Date(timeIntervalSince1970: 1_767_225_600), grant: .clientCredentials)
+        let data = StoredEntry.encode(set)
+        #expect(throws: Never.self) { try JSONValue.parse(data) }
+        let back = try StoredEntry.decode(data, key: "p")
+        #expect(back.accessToken.reveal() == access)
+        #expect(back.tokenType == type)
+        #expect(back.refreshToken?.reveal() == "refresh with space\\")
+        #expect(back.scopes == scopes)
+        #expect(back.issuedAt == set.issuedAt)
+        #expect(back.expiresAt == set.expiresAt)
+    }
+
+    @Test("the entry format is exactly the documented one (sorted members, absent optionals left out)")
+    func storedEntryBytes() {
+        let set = TokenSet(providerID: "billing", accessToken: Secret("at"), scopes: ["read"],
+                           issuedAt: Date(timeIntervalSince1970: 1_767_222_000), expiresAt: Date(timeIntervalSince1970: 1_767_225_600),
+                           grant: .clientCredentials)
+        let expected = #"{"tokens":{"accessToken":"at","expiresAt":1767225600,"grant":"client_credentials","issuedAt":1767222000,"#
+            + #""needsReauthorization":false,"providerID":"billing","scopes":["read"],"tokenType":"Bearer"},"version":1}"#
+        #expect(String(decoding: StoredEntry.encode(set), as: UTF8.self) == expected)
+    }
+
+    // MARK: Provider slots
+
+    @Test("tokens come from the right provider's slot with few providers (a scan) and many (a table)", arguments: [3, 12])
+    func slots(count: Int) async throws {
+        let mock = MockProvider()
+        let providers = (0..<count).map { mock.provider(id: "p\($0)", clientSecret: "s") }
+        var entries: [String: Data] = [:]
+        for index in 0..<count where index % 2 == 0 {
+            entries["p\(index)"] = StoredEntry.encode(TokenSet(
+                providerID: "p\(index)", accessToken: Secret("at-\(index)"), issuedAt: Date(),
+                expiresAt: Date().addingTimeInterval(3600), grant: .authorizationCode))
+        }
+        let flow = try await AuthFlow(providers: providers, store: MemorySecretStore(entries), transport: mock.transport())
+        for index in 0..<count {
+            let source = flow.tokenSource(for: "p\(index)")
+            if index % 2 == 0 {
+                #expect(try await source.token().reveal() == "at-\(index)")
+                #expect(try await flow.accessToken(for: "p\(index)").reveal() == "at-\(index)")
+                #expect(try await flow.tokenSet(for: "p\(index)").accessToken.reveal() == "at-\(index)")
+            } else {
+                let error = await #expect(throws: OAuthError.self) { try await source.token() }
+                #expect(error?.code == .reauthorizationRequired)
+            }
+        }
+        let unknown = await #expect(throws: OAuthError.self) { try await flow.tokenSource(for: "p\(count)").token() }
+        #expect(unknown?.code == .configuration)
+        #expect(mock.requests().isEmpty, "every answer came from memory or the store")
+    }
+
+    // MARK: The freshness clock
+
+    @Test("the coarse system clock is used only while Options.now is the system clock")
+    func systemClockFlag() {
+        #expect(AuthFlow.Options().readsSystemClock)
+        #expect(!AuthFlow.Options(now: { Date() }).readsSystemClock)
+        var options = AuthFlow.Options()
+        options.now = { Date(timeIntervalSince1970: 0) }
+        #expect(!options.readsSystemClock)
+        let coarse = SystemClock.coarseSeconds()
+        #expect(abs(coarse - Date().timeIntervalSince1970) < 1, "CLOCK_REALTIME_COARSE is the wall clock, a tick behind at most")
+    }
+
+    @Test("with the system clock, a token valid for an hour is answered from memory and an expired one is renewed")
+    func systemClockFreshness() async throws {
+        let mock = MockProvider()
+        let now = Date()
+        let fresh = TokenSet(providerID: "fresh", accessToken: Secret("at-fresh"), issuedAt: now, expiresAt: now.addingTimeInterval(3600),
+                             grant: .authorizationCode)
+        let stale = TokenSet(providerID: "stale", accessToken: Secret("at-stale"), issuedAt: now.addingTimeInterval(-3600),
+                             expiresAt: now.addingTimeInterval(-1), grant: .authorizationCode)
+        let store = MemorySecretStore(["fresh": StoredEntry.encode(fresh), "stale": StoredEntry.encode(stale)])
+        let flow = try await AuthFlow(providers: [mock.provider(id: "fresh"), mock.provider(id: "stale")], store: store,
+                                      transport: mock.transport())
+        #expect(flow.options.readsSystemClock)
+        #expect(try await flow.tokenSource(for: "fresh").token().reveal() == "at-fresh")
+        #expect(try await flow.accessToken(for: "fresh").reveal() == "at-fresh")
+        let error = await #expect(throws: OAuthError.self) { try await flow.tokenSource(for: "stale").token() }
+        #expect(error?.code == .reauthorizationRequired, "expired, and no refresh token to renew it with")
+        #expect(mock.requests().isEmpty)
+    }
+}

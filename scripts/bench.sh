@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# OAuthFlow's rows of the peer benchmark, measured the way Documentation/Performance.md reports them:
+# a release build (static Swift runtime), the harness run BENCH_RUNS times (default 2) with
+# go-x-oauth2, oauthflow (oauthflow-bench) and authflow-cli (`authflow token` on a cached token),
+# the peak RSS of M2 for ours and Go's, then a markdown table of every run, the mean, and the
+# ratio to Go against each target of issue 8.
+#
+# usage: scripts/bench.sh [HARNESS_DIR]
+#   HARNESS_DIR   a writable copy of ../shared/bench; default $BENCH_HARNESS, else a copy made in
+#                 $TMPDIR/oauthflow-harness from ../shared/bench (next to this repository).
+# environment:
+#   BENCH_BUILD_DIR   SwiftPM scratch path for the release build (default $TMPDIR/oauthflow-bench-build;
+#                     outside the repository, so the repository's own .build is left alone)
+#   BENCH_RUNS        harness runs (default 2)
+#   BENCH_SKIP_BUILD  1: use the binaries already in BENCH_BUILD_DIR
+#   BENCH_PORT, BENCH_NGINX_PREFIX   passed to the harness (its defaults: 18080, /tmp/oauthbench-nginx)
+#   BENCH_REPORT      where the markdown goes as well as stdout (default $TMPDIR/oauthflow-bench-report.md)
+#   BENCH_ALSO        more harness rows for the same runs, comma-separated (default curl-keepalive,c-rawsock:
+#                     libcurl's own CLI and the raw-socket floor, what bounds M1 and M2; empty for none)
+#
+# Everything runs on 127.0.0.1. The harness's nginx is started and stopped by the harness (and
+# here, briefly, to measure RSS); when it is already running, someone else is measuring and this
+# script stops rather than disturb them. The CLI logs in once against a one-shot loopback endpoint.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TMP="${TMPDIR:-/tmp}"
+HARNESS="${1:-${BENCH_HARNESS:-$TMP/oauthflow-harness}}"
+BUILD="${BENCH_BUILD_DIR:-$TMP/oauthflow-bench-build}"
+RUNS="${BENCH_RUNS:-2}"
+ALSO="${BENCH_ALSO-curl-keepalive,c-rawsock}"
+ONLY="go-x-oauth2,oauthflow,authflow-cli${ALSO:+,$ALSO}"
+REPORT="${BENCH_REPORT:-$TMP/oauthflow-bench-report.md}"
+export BENCH_PORT="${BENCH_PORT:-18080}"
+export BENCH_NGINX_PREFIX="${BENCH_NGINX_PREFIX:-/tmp/oauthbench-nginx}"
+TOKEN_URL="http://127.0.0.1:$BENCH_PORT/token"
+
+say() { printf 'bench.sh: %s\n' "$*" >&2; }
+
+# 1. The harness copy.
+if [[ ! -x "$HARNESS/run-all.sh" ]]; then
+  SHARED="$REPO/../shared/bench"
+  [[ -x "$SHARED/run-all.sh" ]] || { say "no harness at $HARNESS and none at $SHARED to copy"; exit 2; }
+  say "copying $SHARED to $HARNESS"
+  mkdir -p "$(dirname "$HARNESS")"
+  cp -r "$SHARED" "$HARNESS"
+  chmod -R u+w "$HARNESS"   # ../shared may be read-only; the harness writes results and builds into its folder
+fi
+
+server_running() {
+  [[ -f "$BENCH_NGINX_PREFIX/nginx.pid" ]] && kill -0 "$(cat "$BENCH_NGINX_PREFIX/nginx.pid")" 2>/dev/null
+}
+if server_running; then
+  say "the harness's nginx is already running ($BENCH_NGINX_PREFIX): someone else is measuring; try again later"
+  exit 3
+fi
+
+# 2. Release build: static Swift runtime (see README, "Release build").
+if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
+  for product in oauthflow-bench authflow; do
+    say "building $product (release, --static-swift-stdlib) in $BUILD"
+    (cd "$REPO" && swift build -c release --static-swift-stdlib --scratch-path "$BUILD" --product "$product" 2>&1 \
+      | grep -E 'error|warning: |Compiling|Build complete' | grep -v 'mktemp' >&2) || true
+  done
+fi
+BIN="$BUILD/release"
+for binary in oauthflow-bench authflow; do
+  [[ -x "$BIN/$binary" ]] || { say "the build produced no $BIN/$binary"; exit 1; }
+done
+
+# 3. The CLI row: a catalog with provider "m5" (the harness appends the mode, so `authflow token m5`
+#    is what M5 runs) and a store holding a token for it. M5 checks that the printed line is the
+#    token of the harness's BENCH_TOKEN_FILE, so `authflow login` fetches exactly that token from a
+#    one-shot loopback endpoint (the harness's nginx answers with another one).
+WANT="$(grep -o 'bench-cached-access-token-[0-9a-f]*' "$HARNESS/lib/driver.py" | head -1)"
+[[ -n "$WANT" ]] || { say "cannot find the M5 token in $HARNESS/lib/driver.py"; exit 1; }
+CLI="$TMP/oauthflow-bench-cli"
+rm -rf "$CLI"
+mkdir -p "$CLI"
+python3 - "$CLI/port" "$WANT" <<'PY' &
+import http.server, json, sys
+port_file, token = sys.argv[1], sys.argv[2]
+class Token(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = json.dumps({"access_token": token, "token_type": "Bearer", "expires_in": 86400 * 300}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args): pass
+server = http.server.HTTPServer(("127.0.0.1", 0), Token)
+server.timeout = 30
+open(port_file, "w").write(str(server.server_address[1]))
+server.handle_request()   # one login, then exit (or give up after 30 s)
+PY
+SERVER=$!
+for _ in $(seq 1 100); do [[ -s "$CLI/port" ]] && break; sleep 0.1; done
+cat > "$CLI/providers.json" <<JSON
+[{"id": "m5", "clientID": "bench-client", "clientSecret": "bench-secret", "tokenURL": "http://127.0.0.1:$(cat "$CLI/port")/token", "scopes": []}]
+JSON
+if ! "$BIN/authflow" --config "$CLI/providers.json" --store "$CLI/store" login m5 --client-credentials >/dev/null 2>"$CLI/login.log"; then
+  say "authflow login failed:"; cat "$CLI/login.log" >&2; kill "$SERVER" 2>/dev/null; exit 1
+fi
+wait "$SERVER" 2>/dev/null || true
+[[ "$(AUTHFLOW_CONFIG="$CLI/providers.json" AUTHFLOW_STORE="$CLI/store" "$BIN/authflow" token m5)" == "$WANT" ]] \
+  || { say "authflow token m5 does not print the harness's token"; exit 1; }
+
+TSV="$CLI/clients.tsv"
+printf 'oauthflow\t%s\n' "$BIN/oauthflow-bench" > "$TSV"
+printf 'authflow-cli\t%s token\tAUTHFLOW_CONFIG=%s AUTHFLOW_STORE=%s\n' "$BIN/authflow" "$CLI/providers.json" "$CLI/store" >> "$TSV"
+
+# Peak RSS of M2 (KiB): each client run once more, pinned like the harness pins it, the harness's
+# environment, its resident-set peak from getrusage(RUSAGE_CHILDREN).
+measure_rss() {
+  local pin=() server_cpu=""
+  if [[ "${BENCH_PIN:-1}" != 0 && "$(nproc)" -ge 2 ]]; then pin=(taskset -c 1); server_cpu=0; fi
+  (cd "$HARNESS" && BENCH_SERVER_CPU="$server_cpu" ./server-start.sh >/dev/null)
+  trap '(cd "$HARNESS" && ./server-stop.sh >/dev/null 2>&1) || true' EXIT
+  for client in go-x-oauth2:"$HARNESS/go/bin/go-x-oauth2" oauthflow:"$BIN/oauthflow-bench"; do
+    local name="${client%%:*}" binary="${client#*:}"
+    BENCH_NAME="$name" BENCH_TOKEN_URL="$TOKEN_URL" python3 - "$name" "${pin[@]}" "$binary" m2 <<'PY'
+import resource, subprocess, sys
+name, command = sys.argv[1], sys.argv[2:]
+subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, check=True)
+print(f"RESULT {name} m2_peak_rss_kb_external {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}")
+PY
+  done
+  (cd "$HARNESS" && ./server-stop.sh >/dev/null)
+  trap - EXIT
+}
+
+# 4. The harness runs, each followed by the RSS measurement.
+RESULTS=()
+for run in $(seq 1 "$RUNS"); do
+  say "harness run $run of $RUNS"
+  before="$(ls "$HARNESS/results/runs" 2>/dev/null | sort | tail -1 || true)"
+  (cd "$HARNESS" && BENCH_EXTRA_CLIENTS="$TSV" BENCH_ONLY="$ONLY" ./run-all.sh >"$CLI/run-$run.log" 2>&1) \
+    || { say "run-all.sh failed; see $CLI/run-$run.log"; tail -20 "$CLI/run-$run.log" >&2; exit 1; }
+  latest="$(ls "$HARNESS/results/runs" | sort | tail -1)"
+  [[ "$latest" != "$before" ]] || { say "run-all.sh wrote no new run"; exit 1; }
+  say "measuring M2 peak RSS"
+  measure_rss >> "$HARNESS/results/runs/$latest/results.txt"
+  RESULTS+=("$HARNESS/results/runs/$latest")
+done
+
+# 5. The table.
+python3 - "${RESULTS[@]}" <<'PY' | tee "$REPORT"
+import json, os, re, sys
+runs = sys.argv[1:]
+def load(run):
+    values = {}
+    for line in open(os.path.join(run, "results.txt")):
+        m = re.match(r"RESULT\s+(\S+)\s+(\S+)\s+(\S+)\s*$", line)
+        if m:
+            try: values[(m.group(1), m.group(2))] = float(m.group(3))
+            except ValueError: pass
+    return values
+data = [load(r) for r in runs]
+meta = json.load(open(os.path.join(runs[0], "meta.json")))
+# (label, client, metric, Go metric, target op, target, unit, digits)
+rows = [
+    ("M1 fresh fetch, median", "oauthflow", "m1_median_us", "m1_median_us", "<=", 0.85, "µs", 1),
+    ("M2 64 concurrent callers", "oauthflow", "m2_fetch_per_s", "m2_fetch_per_s", ">=", 1.25, "fetch/s", 0),
+    ("M3 cached token", "oauthflow", "m3_ns_per_op", "m3_ns_per_op", "<=", 1.0, "ns", 1),
+    ("PKCE pair", "oauthflow", "pkce_ns_per_op", "pkce_ns_per_op", "<=", 1.0, "ns", 0),
+    ("M4 requests for 1,000 callers", "oauthflow", "m4_endpoint_hits", None, "==", 1, "", 0),
+    ("M5 `authflow token` (cached)", "authflow-cli", "m5_median_ms", "m5_median_ms", "<=", 1.5, "ms", 1),
+    ("M5 oauthflow-bench m5", "oauthflow", "m5_median_ms", "m5_median_ms", None, None, "ms", 1),
+    ("peak RSS in M2", "oauthflow", "m2_peak_rss_kb_external", "m2_peak_rss_kb_external", "<=", 1.5, "MiB", 1),
+]
+def fmt(v, digits, unit):
+    if v is None: return "–"
+    if unit == "MiB": v = v / 1024
+    return f"{v:,.{digits}f}"
+print(f"Machine: {meta.get('machine', '?')}\n")
+print("Versions: " + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items() if k in ("nginx", "go", "x/oauth2", "curl", "hyperfine")) + "\n")
+head = "| measure | " + " | ".join(f"run {i + 1}: Go | run {i + 1}: ours | run {i + 1}: ratio" for i in range(len(runs)))
+head += " | mean ratio | target | result |"
+print(head)
+print("|---|" + "---:|" * (3 * len(runs) + 1) + "---|---|")
+for label, client, metric, go_metric, op, target, unit, digits in rows:
+    cells, ratios = [], []
+    for d in data:
+        ours = d.get((client, metric))
+        go = d.get(("go-x-oauth2", go_metric)) if go_metric else None
+        ratio = ours / go if ours is not None and go else None
+        if ratio is not None: ratios.append(ratio)
+        cells += [fmt(go, digits, unit), fmt(ours, digits, unit), f"{ratio:.2f}×" if ratio is not None else "–"]
+    if op == "==":
+        values = [d.get((client, metric)) for d in data]
+        mean = None
+        ok = all(v == target for v in values)
+        verdict = "met" if ok else "missed"
+        target_text = f"exactly {target}"
+    elif op is None:
+        mean = sum(ratios) / len(ratios) if ratios else None
+        verdict, target_text = "(no target)", "–"
+    else:
+        mean = sum(ratios) / len(ratios) if ratios else None
+        target_text = f"{op} {target}×"
+        if mean is None:
+            verdict = "no data"
+        elif (op == "<=" and mean <= target) or (op == ">=" and mean >= target):
+            verdict = "met"
+        else:
+            miss = (mean / target - 1) * 100 if op == "<=" else (1 - mean / target) * 100
+            verdict = f"missed by {miss:.0f}%"
+    print(f"| {label} ({unit or 'count'}) | " + " | ".join(cells) + f" | {f'{mean:.2f}×' if mean is not None else '–'} | {target_text} | {verdict} |")
+peers = sorted({c for d in data for (c, m) in d if c not in ("go-x-oauth2", "oauthflow", "authflow-cli")})
+if peers:
+    print("\nOther rows of the same runs (M1 median µs / M2 fetch/s, and the ratio to Go of each):\n")
+    print("| client | " + " | ".join(f"run {i + 1}" for i in range(len(runs))) + " |")
+    print("|---|" + "---|" * len(runs))
+    for peer in peers:
+        cells = []
+        for d in data:
+            m1, m2 = d.get((peer, "m1_median_us")), d.get((peer, "m2_fetch_per_s"))
+            g1, g2 = d.get(("go-x-oauth2", "m1_median_us")), d.get(("go-x-oauth2", "m2_fetch_per_s"))
+            cell = f"{fmt(m1, 1, '')} ({m1 / g1:.2f}×)" if m1 and g1 else "–"
+            cell += f" / {fmt(m2, 0, '')} ({m2 / g2:.2f}×)" if m2 and g2 else " / –"
+            cells.append(cell)
+        print(f"| {peer} | " + " | ".join(cells) + " |")
+print(f"\nRuns: {', '.join(os.path.basename(r) for r in runs)} (raw RESULT lines in each run's results.txt).")
+PY
+say "report written to $REPORT"
