@@ -4,8 +4,8 @@
 // OAuthFlow, so the targets reach the internal decoders directly; SwiftPM never sees this directory,
 // so `swift build` and `swift test` are untouched. One binary holds every target: run.sh picks one
 // with OAUTHFLOW_FUZZ_TARGET.
-import Dispatch
 import Foundation
+import Glibc
 
 /// Every target, by the name `Fuzz/run.sh TARGET` takes.
 let fuzzTargets: [String: @Sendable ([UInt8]) -> Void] = [
@@ -33,6 +33,7 @@ let selectedTarget: @Sendable ([UInt8]) -> Void = {
 public func fuzzInitialize(
     _ argc: UnsafeMutablePointer<Int32>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
 ) -> Int32 {
+    InlineExecutor.takeOverGlobalExecutor()
     _ = selectedTarget
     return 0
 }
@@ -69,9 +70,13 @@ func checkShown(_ error: OAuthError) {
 /// A fixed "now" in whole seconds (2026-01-01T00:00:00Z), so stored times round-trip exactly.
 let fuzzNow = Date(timeIntervalSince1970: 1_767_225_600)
 
-/// Runs `body` to its end on this (libFuzzer's) thread and returns: its jobs, and those of every
-/// actor it calls (SE-0417: default actors run on the task's preferred executor), run here, so an
-/// input costs no thread switches and runs the same way each time. A hang is caught by -timeout.
+/// Runs `body` to its end on this (libFuzzer's) thread and returns.
+///
+/// Its jobs, those of every actor it calls (SE-0417: default actors run on the task's preferred
+/// executor) and those of the unstructured tasks the library starts (the global executor's, see
+/// ``InlineExecutor/takeOverGlobalExecutor()``) all run here, one at a time. So an input costs no
+/// thread switch, runs the same way each time, and has freed everything it will free when this
+/// returns — which libFuzzer's per-input leak check relies on. A hang is caught by -timeout.
 func blocking(_ body: @escaping @Sendable () async -> Void) {
     Task(executorPreference: InlineExecutor.shared) {
         await body()
@@ -88,7 +93,10 @@ final class InlineExecutor: TaskExecutor, @unchecked Sendable {   // state guard
     private var finished = false
 
     func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
+        append(UnownedJob(job))
+    }
+
+    private func append(_ job: UnownedJob) {
         condition.lock()
         jobs.append(job)
         condition.signal()
@@ -117,6 +125,22 @@ final class InlineExecutor: TaskExecutor, @unchecked Sendable {   // state guard
             condition.unlock()
             job.runSynchronously(on: asUnownedTaskExecutor())
         }
+    }
+
+    /// The C signature of the runtime's `swift_task_enqueueGlobal_hook` (a `SWIFT_CC(swift)`
+    /// pointer taking the job and the original function; on x86-64 and arm64 the Swift calling
+    /// convention passes two pointers as C does).
+    private typealias GlobalEnqueueHook = @convention(c) (UnsafeMutableRawPointer, UnsafeMutableRawPointer) -> Void
+
+    /// Routes the global concurrent executor's jobs (`Task {}` outside any actor, such as the
+    /// document cache's fetch) into this executor, through the concurrency runtime's enqueue hook.
+    /// Called once, before the first input.
+    static func takeOverGlobalExecutor() {
+        guard let symbol = dlsym(nil, "swift_task_enqueueGlobal_hook") else {
+            fatalError("swift_task_enqueueGlobal_hook is missing from the concurrency runtime")
+        }
+        let hook: GlobalEnqueueHook = { job, _ in InlineExecutor.shared.append(unsafeBitCast(job, to: UnownedJob.self)) }
+        symbol.assumingMemoryBound(to: GlobalEnqueueHook?.self).pointee = hook
     }
 }
 
