@@ -170,3 +170,10 @@ func splitFirstLine(_ bytes: [UInt8]) -> (line: String?, rest: [UInt8]) {
 func fuzzOptions() -> AuthFlow.Options {
     AuthFlow.Options(now: { fuzzNow }, restoresAtStart: false, retry: .none, jitter: { 0 })
 }
+
+/// A clock whose sleeps end at once (retry waits), with the continuous clock's time.
+struct InstantClock: Clock {
+    var now: ContinuousClock.Instant { ContinuousClock.now }
+    var minimumResolution: Duration { .zero }
+    func sleep(until deadline: ContinuousClock.Instant, tolerance: Duration?) async throws {}
+}
