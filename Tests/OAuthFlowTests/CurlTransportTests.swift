@@ -413,7 +413,7 @@ final class SelfSignedTLSServer: Sendable {
 
         // s_server buffers its "ACCEPT host:port" line when stdout is a pipe: choose the port here and
         // wait (at most 10 s) until it accepts connections.
-        port = try closedLoopbackPort()
+        port = try LoopbackSocket.closedPort()
         process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         process.arguments = ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", cert, "-key", key, "-www", "-naccept", "4"]

@@ -207,7 +207,7 @@ struct HostileTransportTests {
 
     @Test("a refused connection to a URL with secrets in its query: no rendering shows them", arguments: TransportKind.allCases)
     func dumpOfRefused(kind: TransportKind) async throws {
-        let port = try closedLoopbackPort()
+        let port = try LoopbackSocket.closedPort()
 
         let error = await #expect(throws: OAuthError.self) {
             try await kind.make(timeout: 5).send(Self.get("http://127.0.0.1:\(port)", query: Self.secretQuery))

@@ -115,7 +115,7 @@ struct TransportTableTests {
 
     @Test("a refused connection is .transport and retryable, and names no secret", arguments: TransportKind.allCases)
     func connectionRefused(kind: TransportKind) async throws {
-        let port = try closedLoopbackPort()
+        let port = try LoopbackSocket.closedPort()
         let request = Self.tokenRequest("http://127.0.0.1:\(port)")
 
         let error = await #expect(throws: OAuthError.self) { try await kind.make(timeout: 5).send(request) }
@@ -125,19 +125,4 @@ struct TransportTableTests {
         #expect(error?.description.contains("127.0.0.1") == true)
         #expect(!String(reflecting: error).contains("rt-secret") && !String(reflecting: error).contains("aWQ6c2VjcmV0"))
     }
-}
-
-/// A loopback port that was bound and closed without listening: connecting to it is refused.
-func closedLoopbackPort() throws -> UInt16 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw POSIXError(.EIO) }
-    defer { close(fd) }
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-    guard bound == 0 else { throw POSIXError(.EADDRINUSE) }
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-    return UInt16(bigEndian: addr.sin_port)
 }

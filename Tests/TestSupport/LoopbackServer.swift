@@ -56,20 +56,7 @@ public final class LoopbackServer: Sendable {
     /// Listens on 127.0.0.1 with `backlog`; with a `handler`, accepts and runs it per connection,
     /// without one, never accepts (so once the queue is full, connecting times out).
     public init(backlog: Int32 = 16, handler: (@Sendable (Connection) -> Void)?) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EIO) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard bound == 0, listen(fd, backlog) == 0 else {
-            close(fd)
-            throw POSIXError(.EADDRINUSE)
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        listener = fd
-        port = UInt16(bigEndian: addr.sin_port)
+        (listener, port) = try LoopbackSocket.bind(backlog: backlog)
         self.handler = handler
         if handler != nil {
             let thread = Thread { [self] in self.serve() }

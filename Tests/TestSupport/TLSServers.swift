@@ -80,7 +80,7 @@ public final class TLSTestServer: Sendable {
 
     /// Starts the server and waits (at most 10 s) until it accepts connections.
     public init(_ kind: Kind, certificates: TestCertificates) throws {
-        port = try Self.freeLoopbackPort()
+        port = try LoopbackSocket.closedPort()
         process = Process()
         switch kind {
         case .openSSL:
@@ -121,21 +121,6 @@ public final class TLSTestServer: Sendable {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
         if let documents { try? FileManager.default.removeItem(at: documents) }
-    }
-
-    /// A port on 127.0.0.1 that was free a moment ago (bound, read, closed).
-    static func freeLoopbackPort() throws -> UInt16 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EIO) }
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard bound == 0 else { throw POSIXError(.EADDRINUSE) }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        return UInt16(bigEndian: addr.sin_port)
     }
 }
 

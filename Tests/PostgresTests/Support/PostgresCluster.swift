@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Glibc
 import Synchronization
+import TestSupport
 import Testing
 
 /// A private PostgreSQL cluster for the suite: `initdb` into a temporary directory, `pg_ctl start`
@@ -46,7 +47,7 @@ struct PostgresCluster: Sendable {
             let owner = (entry.pointee.pw_uid, entry.pointee.pw_gid)
             for path in [directory.path, directory.appendingPathComponent("pwfile").path] { chown(path, owner.0, owner.1) }
         }
-        let cluster = PostgresCluster(directory: directory, port: try freePort(), password: String(password), binaries: binaries)
+        let cluster = PostgresCluster(directory: directory, port: Int(try LoopbackSocket.closedPort()), password: String(password), binaries: binaries)
         try startWatchdog(cluster)
         let initdb = try await run(asServerUser + [binaries.appendingPathComponent("initdb").path, "-D", cluster.data.path, "-U", cluster.user,
                                                    "--pwfile=\(directory.path)/pwfile", "--auth-local=trust", "--auth-host=scram-sha-256",
@@ -62,7 +63,7 @@ struct PostgresCluster: Sendable {
                 return attempt
             } catch let error as ClusterError where error.description.contains("Address already in use") && tries < 5 {
                 tries += 1
-                attempt = PostgresCluster(directory: directory, port: try freePort(), password: String(password), binaries: binaries)
+                attempt = PostgresCluster(directory: directory, port: Int(try LoopbackSocket.closedPort()), password: String(password), binaries: binaries)
             }
         }
     }
@@ -112,20 +113,6 @@ struct PostgresCluster: Sendable {
             if FileManager.default.isExecutableFile(atPath: bin.appendingPathComponent("initdb").path) { return bin }
         }
         throw ClusterError("no PostgreSQL server binaries under \(root) (apt-get install postgresql)")
-    }
-
-    private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw ClusterError("socket failed") }
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        guard bound == 0 else { throw ClusterError("bind failed") }
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        return Int(UInt16(bigEndian: addr.sin_port))
     }
 
     /// A shell that waits for this process to end, then stops the cluster and removes its directory.
