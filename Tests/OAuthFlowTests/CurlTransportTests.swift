@@ -417,19 +417,12 @@ final class SelfSignedTLSServer: Sendable {
         process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         process.arguments = ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", cert, "-key", key, "-www", "-naccept", "4"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        for _ in 0..<100 {
-            if let probe = try? LoopbackServer.connect(port: port) {
-                close(probe)
-                return
-            }
-            usleep(100_000)
+        do {
+            try LoopbackSocket.runServer(process, port: port)
+        } catch {
+            stop()
+            throw error
         }
-        stop()
-        throw POSIXError(.ETIMEDOUT)
     }
 
     func stop() {

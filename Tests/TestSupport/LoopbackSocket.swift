@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Glibc
 
 /// A TCP socket bound to an ephemeral port on 127.0.0.1: the one place the test servers, and the
@@ -29,6 +29,27 @@ public enum LoopbackSocket {
         }
         _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
         return (fd, UInt16(bigEndian: addr.sin_port))
+    }
+
+    /// Starts `process` with its standard streams on `/dev/null` and waits (at most 10 s, polling
+    /// every 100 ms) until it accepts connections on `port` of 127.0.0.1.
+    ///
+    /// Throws what `Process.run()` throws, or `POSIXError(.ETIMEDOUT)` when it exits or is not
+    /// accepting by then; the caller stops it.
+    public static func runServer(_ process: Process, port: UInt16) throws {
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        for _ in 0..<100 {
+            if let probe = try? LoopbackServer.connect(port: port) {
+                close(probe)
+                return
+            }
+            guard process.isRunning else { break }
+            usleep(100_000)
+        }
+        throw POSIXError(.ETIMEDOUT)
     }
 
     /// A port on 127.0.0.1 that was free a moment ago (bound, read, closed): connecting to it is

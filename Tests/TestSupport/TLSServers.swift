@@ -97,20 +97,12 @@ public final class TLSTestServer: Sendable {
             process.arguments = ["--address=127.0.0.1", "--htdocs=\(root.path)", "--echo-upload", "\(port)",
                                  certificates.keyFile.path, certificates.certificateFile.path]
         }
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        for _ in 0..<100 {
-            if let probe = try? LoopbackServer.connect(port: port) {
-                close(probe)
-                return
-            }
-            guard process.isRunning else { break }
-            usleep(100_000)
+        do {
+            try LoopbackSocket.runServer(process, port: port)
+        } catch {
+            stop()
+            throw error
         }
-        stop()
-        throw POSIXError(.ETIMEDOUT)
     }
 
     /// `https://localhost:PORT`: the name the certificate holds.
