@@ -354,7 +354,7 @@ struct Context: Sendable {
         } else {
             text += "\(error.code)"
         }
-        if let status = error.httpStatus, error.response == nil { text += " [HTTP \(status)]" }
+        if let status = error.httpStatus, error.response == nil, !text.contains("HTTP \(status)") { text += " [HTTP \(status)]" }
         return escaped(text) + " [\(error.code)]"
     }
 

@@ -13,6 +13,17 @@ struct TerminalSafetyTests {
         text.unicodeScalars.contains { $0 != "\n" && DisplayText.isUnsafe($0) }
     }
 
+    @Test("an HTTP status is named once: appended when the message lacks it, not again when it has it", arguments: [
+        (OAuthError(.httpStatus, providerID: "gh", endpoint: .token, httpStatus: 302,
+                    message: "HTTP 302 with an empty body for https://as.test/token"),
+         "gh: HTTP 302 with an empty body for https://as.test/token [httpStatus]"),
+        (OAuthError(.httpStatus, providerID: "gh", endpoint: .token, httpStatus: 503, message: "the endpoint is down"),
+         "gh: the endpoint is down [HTTP 503] [httpStatus]"),
+    ])
+    func statusNamedOnce(error: OAuthError, expected: String) {
+        #expect(Context.explain(error) == expected)
+    }
+
     @Test("a user_code and verification_uri with ESC or newlines are printed escaped, never raw")
     func deviceInstructionsEscaped() async throws {
         let h = try Harness()
