@@ -37,20 +37,46 @@ public enum Authflow {
         }
     }
 
+    /// Runs `authflow` as a process from synchronous code (`Sources/authflow/main.swift`): parses
+    /// `CommandLine.arguments`, answers `authflow token` from the store when it can
+    /// (``tokenFromStore(_:output:environment:services:)``) without starting the concurrency
+    /// runtime, and otherwise runs ``main()`` on the main queue. Never returns.
+    public static func start() -> Never {
+        let (invocation, output, environment) = prepare()
+        if let status = tokenFromStore(invocation, output: output, environment: environment, services: Services()) {
+            exit(status.rawValue)
+        }
+        Task { await run(invocation, output: output, environment: environment) }
+        dispatchMain()
+    }
+
     /// Runs `authflow` as a process: parses `CommandLine.arguments`, runs, and exits.
     ///
     /// `login` and `demo` turn SIGINT into task cancellation (a second Ctrl-C exits at once);
     /// other commands keep the default SIGINT behaviour.
     public static func main() async -> Never {
+        let (invocation, output, environment) = prepare()
+        if let status = tokenFromStore(invocation, output: output, environment: environment, services: Services()) {
+            exit(status.rawValue)
+        }
+        await run(invocation, output: output, environment: environment)
+    }
+
+    /// The parsed command line, the standard streams and the environment; a usage error exits 64 here.
+    private static func prepare() -> (Invocation, Output, [String: String]) {
         let arguments = Array(CommandLine.arguments.dropFirst())
         let output = Output.standard
         let environment = ProcessInfo.processInfo.environment
-        let invocation: Invocation
         do {
-            invocation = try parse(arguments)
+            return (try parse(arguments), output, environment)
         } catch {
             exit(report(error, output: output, environment: environment).rawValue)
         }
+    }
+
+    /// The full path of a process: runs the command in a task (cancelled by SIGINT for `login`
+    /// and `demo`) and exits with its status.
+    private static func run(_ invocation: Invocation, output: Output, environment: [String: String]) async -> Never {
         let task = Task { await execute(invocation, output: output, environment: environment, services: Services()) }
         var source: (any DispatchSourceSignal)?
         switch invocation.command {
@@ -69,7 +95,9 @@ public enum Authflow {
         services: Services = Services()
     ) async -> ExitCode {
         do {
-            return await execute(try parse(arguments), output: output, environment: environment, services: services)
+            let invocation = try parse(arguments)
+            if let status = tokenFromStore(invocation, output: output, environment: environment, services: services) { return status }
+            return await execute(invocation, output: output, environment: environment, services: services)
         } catch {
             return report(error, output: output, environment: environment)
         }

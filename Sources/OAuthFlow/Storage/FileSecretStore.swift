@@ -155,6 +155,12 @@ public final class FileSecretStore: SecretStore {
     ///   sealed with a key that is not configured, altered, truncated, or copied from another
     ///   provider's entry (fix the file or the key as the message says, or delete it and authorize again).
     public func load(_ key: String) async throws(OAuthError) -> Data? {
+        try loadSynchronously(key)
+    }
+
+    /// ``load(_:)`` without the `async`: every check, the same result and the same errors. For
+    /// `authflow token`'s answer from the store, which runs before any task exists.
+    package func loadSynchronously(_ key: String) throws(OAuthError) -> Data? {
         try validate(key)
         try Self.checkDirectory(directoryFD, path: path, key: key)
         let file = "\(path)/\(key).json"
