@@ -24,9 +24,9 @@ import OAuthFlow
 /// `AUTHFLOW_STORE_KEY_FILE`, `--store-previous-key-file`), `--store-plaintext`, `AUTHFLOW_DEBUG`
 /// or a provider with `"debug": true` (whose log lines only a flow writes).
 ///
-/// What it skips, and why that changes nothing on this path: listing the store directory (a
-/// flow restores only entries whose file exists, and this one was just read) and the flow's
-/// state stream (nobody subscribes in a CLI process).
+/// Like a flow's restore, it lists the store directory first and reads the entry only when the
+/// listing has it. What it skips: the flow itself, its state stream (nobody subscribes in a CLI
+/// process) and the HTTP transport (nothing is sent for a fresh token).
 extension Authflow {
     /// Answers `authflow token PROVIDER` from a fresh token in a plaintext file store.
     ///
@@ -50,7 +50,9 @@ extension Authflow {
             let store = try wrapping { () throws(OAuthError) in
                 try FileSecretStore(directory: directory, environment: environment, lockTimeout: services.lockTimeout, encryption: nil)
             }
-            guard let data = try wrapping({ () throws(OAuthError) in try store.loadSynchronously(id) }),
+            // A flow restores only the entries the directory lists (and fails when it cannot be listed).
+            guard try wrapping({ () throws(OAuthError) in try store.keysSynchronously() }).contains(id),
+                  let data = try wrapping({ () throws(OAuthError) in try store.loadSynchronously(id) }),
                   let set = try wrapping({ () throws(OAuthError) in try AuthFlow.freshStoredSet(data, key: id, now: services.now()) })
             else { return nil }
             let token = set.accessToken.reveal()

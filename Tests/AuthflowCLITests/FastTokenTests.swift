@@ -114,6 +114,12 @@ struct FastTokenTests {
         let flags = try rig.fast(["--config", rig.directory.config.path, "--store", rig.directory.store.path, "token", "gh"],
                                  environment: ["AUTHFLOW_CONFIG": "/nonexistent", "AUTHFLOW_STORE": "/nonexistent"])
         #expect(flags.status == .success && flags.stdout == "at-fast\n")
+        // Marked for reauthorization but still fresh: the flow answers it from memory, and so does the store.
+        try rig.writeEntry(#"{"tokens":{"accessToken":"at-marked","expiresAt":\#(rig.issued.timeIntervalSince1970 + 3600),"grant":"refresh_token","issuedAt":\#(rig.issued.timeIntervalSince1970),"needsReauthorization":true,"providerID":"gh","scopes":[],"tokenType":"Bearer"},"version":1}"#)
+        let marked = try rig.fast(["token", "gh"])
+        let markedFull = try await rig.full(["token", "gh"])
+        #expect(marked.status == .success && marked.stdout == "at-marked\n")
+        #expect(markedFull.status == marked.status && markedFull.stdout == marked.stdout && markedFull.stderr == marked.stderr)
         // A token that never expires is fresh.
         try rig.storeEntry(access: "at-forever", lifetime: nil)
         #expect(try rig.fast(["token", "gh"], at: 1e9).stdout == "at-forever\n")

@@ -280,6 +280,11 @@ public final class FileSecretStore: SecretStore {
     /// The keys that have a `<key>.json` entry, sorted; temporary, lock and other files are skipped.
     /// - Throws: ``OAuthError`` `.storage` when the directory cannot be read.
     public func keys() async throws(OAuthError) -> [String] {
+        try keysSynchronously()
+    }
+
+    /// ``keys()`` without the `async`, for the same callers as ``loadSynchronously(_:)``.
+    package func keysSynchronously() throws(OAuthError) -> [String] {
         let fd = openat(directoryFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw Self.failure(nil, "cannot open \"\(path)\" to list it", errno: errno) }
         guard let stream = fdopendir(fd) else {
