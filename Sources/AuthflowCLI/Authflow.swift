@@ -40,7 +40,8 @@ public enum Authflow {
     /// Runs `authflow` as a process from synchronous code (`Sources/authflow/main.swift`): parses
     /// `CommandLine.arguments`, answers `authflow token` from the store when it can
     /// (``tokenFromStore(_:output:environment:services:)``) without starting the concurrency
-    /// runtime, and otherwise runs ``main()`` on the main queue. Never returns.
+    /// runtime, and otherwise runs the command as ``main()`` does, in a task, while the main
+    /// thread serves the main queue (`dispatchMain()`). Never returns.
     public static func start() -> Never {
         let (invocation, output, environment) = prepare()
         if let status = tokenFromStore(invocation, output: output, environment: environment, services: Services()) {
