@@ -242,3 +242,11 @@ struct FastTokenTests {
         #expect(relogin.status == 77 && relogin.stdout.isEmpty && relogin.stderr.contains("authflow login gh"), "\(relogin)")
     }
 }
+
+@Suite("authflow's environment reader")
+struct ProcessEnvironmentTests {
+    @Test("reads what ProcessInfo.processInfo.environment reads")
+    func sameAsProcessInfo() {
+        #expect(Authflow.processEnvironment() == ProcessInfo.processInfo.environment)
+    }
+}
