@@ -19,9 +19,10 @@ let package = Package(
         .executable(name: "authflow", targets: ["authflow"]),
     ],
     targets: [
+        // Headers only: libcrypto.so.3 is opened with dlopen on first use (see shim.h and
+        // Crypto/LibCrypto.swift), so linking OAuthFlow loads no OpenSSL.
         .systemLibrary(
             name: "COpenSSL",
-            pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
         // Headers only: CurlTransport opens libcurl.so.4 with dlopen on its first request (see shim.h).

@@ -55,11 +55,22 @@ if server_running; then
   exit 3
 fi
 
-# 2. Release build: static Swift runtime (see README, "Release build").
+# 2. Release build: static Swift runtime, and libstdc++ (the runtime's C++ support) linked statically
+#    too when its archive is installed (see README, "Release build").
+STATIC_CXX=()
+archive="$(c++ -print-file-name=libstdc++.a 2>/dev/null || true)"
+if [[ "$archive" == /* && -f "$archive" ]]; then
+  # -lstdc++ (which the static Swift runtime asks for) then finds this linker script before the shared library.
+  mkdir -p "$BUILD/static-libstdc++"
+  printf 'INPUT(%s)\n' "$archive" > "$BUILD/static-libstdc++/libstdc++.so"
+  STATIC_CXX=(-Xswiftc "-L$BUILD/static-libstdc++")
+else
+  say "no libstdc++.a (install g++ / libstdc++-12-dev): libstdc++ stays a shared library"
+fi
 if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
   for product in oauthflow-bench authflow; do
-    say "building $product (release, --static-swift-stdlib) in $BUILD"
-    (cd "$REPO" && swift build -c release --static-swift-stdlib --scratch-path "$BUILD" --product "$product" 2>&1 \
+    say "building $product (release, --static-swift-stdlib${STATIC_CXX[*]:+, static libstdc++}) in $BUILD"
+    (cd "$REPO" && swift build -c release --static-swift-stdlib "${STATIC_CXX[@]}" --scratch-path "$BUILD" --product "$product" 2>&1 \
       | grep -E 'error|warning: |Compiling|Build complete' | grep -v 'mktemp' >&2) || true
   done
 fi

@@ -37,20 +37,73 @@ public enum Authflow {
         }
     }
 
+    /// Runs `authflow` as a process from synchronous code (`Sources/authflow/main.swift`): parses
+    /// `CommandLine.arguments`, answers `authflow token` from the store when it can
+    /// (``tokenFromStore(_:output:environment:services:)``) without starting the concurrency
+    /// runtime, and otherwise runs the command as ``main()`` does, in a task, while the main
+    /// thread serves the main queue (`dispatchMain()`). Never returns.
+    public static func start() -> Never {
+        let (invocation, output, environment) = prepare()
+        if let status = tokenFromStore(invocation, output: output, environment: environment, services: Services()) {
+            exit(status.rawValue)
+        }
+        Task { await run(invocation, output: output, environment: environment) }
+        dispatchMain()
+    }
+
     /// Runs `authflow` as a process: parses `CommandLine.arguments`, runs, and exits.
     ///
     /// `login` and `demo` turn SIGINT into task cancellation (a second Ctrl-C exits at once);
     /// other commands keep the default SIGINT behaviour.
     public static func main() async -> Never {
+        let (invocation, output, environment) = prepare()
+        if let status = tokenFromStore(invocation, output: output, environment: environment, services: Services()) {
+            exit(status.rawValue)
+        }
+        await run(invocation, output: output, environment: environment)
+    }
+
+    /// The parsed command line, the standard streams and the environment; a usage error exits 64 here.
+    private static func prepare() -> (Invocation, Output, [String: String]) {
         let arguments = Array(CommandLine.arguments.dropFirst())
         let output = Output.standard
-        let environment = ProcessInfo.processInfo.environment
-        let invocation: Invocation
+        let environment = processEnvironment()
         do {
-            invocation = try parse(arguments)
+            return (try parse(arguments), output, environment)
         } catch {
             exit(report(error, output: output, environment: environment).rawValue)
         }
+    }
+
+    /// The process environment exactly as `ProcessInfo.processInfo.environment` reads it (split at
+    /// the first `=`, entries without one skipped, the last of duplicate names kept, invalid UTF-8
+    /// repaired), in a third of its instructions: it compares bytes where ProcessInfo searches
+    /// `Character`s, and sizes the dictionary once. `authflow token` pays it on every start.
+    package static func processEnvironment() -> [String: String] {
+        var count = 0
+        var cursor: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = environ  // NULL after clearenv(3)
+        while let entries = cursor, entries.pointee != nil {
+            count += 1
+            cursor = entries + 1
+        }
+        var environment: [String: String] = Dictionary(minimumCapacity: count)
+        cursor = environ
+        while let entries = cursor, let entry = entries.pointee {
+            let length = strlen(entry)
+            entry.withMemoryRebound(to: UInt8.self, capacity: length) { start in
+                let bytes = UnsafeBufferPointer(start: start, count: length)
+                if let equals = bytes.firstIndex(of: UInt8(ascii: "=")) {
+                    environment[String(decoding: bytes[..<equals], as: UTF8.self)] = String(decoding: bytes[(equals + 1)...], as: UTF8.self)
+                }
+            }
+            cursor = entries + 1
+        }
+        return environment
+    }
+
+    /// The full path of a process: runs the command in a task (cancelled by SIGINT for `login`
+    /// and `demo`) and exits with its status.
+    private static func run(_ invocation: Invocation, output: Output, environment: [String: String]) async -> Never {
         let task = Task { await execute(invocation, output: output, environment: environment, services: Services()) }
         var source: (any DispatchSourceSignal)?
         switch invocation.command {
@@ -69,7 +122,9 @@ public enum Authflow {
         services: Services = Services()
     ) async -> ExitCode {
         do {
-            return await execute(try parse(arguments), output: output, environment: environment, services: services)
+            let invocation = try parse(arguments)
+            if let status = tokenFromStore(invocation, output: output, environment: environment, services: services) { return status }
+            return await execute(invocation, output: output, environment: environment, services: services)
         } catch {
             return report(error, output: output, environment: environment)
         }

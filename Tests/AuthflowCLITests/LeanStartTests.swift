@@ -9,7 +9,7 @@ import Testing
 @Suite("CLI start-up: no network or database library for a cached token")
 struct LeanStartTests {
     /// The libraries that must stay out of a process that only reads its file store.
-    static let heavy = ["libcurl", "libpq", "libFoundationNetworking", "libgssapi", "libldap", "libkrb5"]
+    static let heavy = ["libcurl", "libpq", "libcrypto", "libFoundationNetworking", "libgssapi", "libldap", "libkrb5"]
 
     @Test("`authflow token P` with a fresh token in a file store maps no libcurl, libpq or libFoundationNetworking (LD_DEBUG=libs)")
     func cachedTokenLoadsNoNetworkLibrary() async throws {

@@ -21,16 +21,16 @@ enum AES256GCM {
         let context = try CipherContext()
         try context.check(
             key.withBytes { keyBytes in
-                EVP_EncryptInit_ex2(context.pointer, aes256GCM.pointer, keyBytes, nonce, nil)
+                libcrypto.pointee.EVP_EncryptInit_ex2(context.pointer, aes256GCM.pointer, keyBytes, nonce, nil)
             }, "EVP_EncryptInit_ex2")
         try context.authenticate(associatedData, encrypt: true)
         let ciphertext = try context.transform(plaintext, encrypt: true)
         var finalLength: Int32 = 0
         var scratch = [UInt8](repeating: 0, count: 16)  // GCM is a stream mode: final writes nothing
-        try context.check(EVP_EncryptFinal_ex(context.pointer, &scratch, &finalLength), "EVP_EncryptFinal_ex")
+        try context.check(libcrypto.pointee.EVP_EncryptFinal_ex(context.pointer, &scratch, &finalLength), "EVP_EncryptFinal_ex")
         guard finalLength == 0 else { throw OAuthError(.crypto, message: "AES-GCM final step produced unexpected output") }
         var tag = [UInt8](repeating: 0, count: tagSize)
-        try context.check(EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_GET_TAG, Int32(tagSize), &tag), "EVP_CTRL_GCM_GET_TAG")
+        try context.check(libcrypto.pointee.EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_GET_TAG, Int32(tagSize), &tag), "EVP_CTRL_GCM_GET_TAG")
         return (ciphertext, tag)
     }
 
@@ -46,16 +46,16 @@ enum AES256GCM {
         let context = try CipherContext()
         try context.check(
             key.withBytes { keyBytes in
-                EVP_DecryptInit_ex2(context.pointer, aes256GCM.pointer, keyBytes, nonce, nil)
+                libcrypto.pointee.EVP_DecryptInit_ex2(context.pointer, aes256GCM.pointer, keyBytes, nonce, nil)
             }, "EVP_DecryptInit_ex2")
         try context.authenticate(associatedData, encrypt: false)
         var plaintext = try context.transform(ciphertext, encrypt: false)
         var expected = tag
-        try context.check(EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_TAG, Int32(tagSize), &expected), "EVP_CTRL_GCM_SET_TAG")
+        try context.check(libcrypto.pointee.EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_TAG, Int32(tagSize), &expected), "EVP_CTRL_GCM_SET_TAG")
         var finalLength: Int32 = 0
         var scratch = [UInt8](repeating: 0, count: 16)
-        guard EVP_DecryptFinal_ex(context.pointer, &scratch, &finalLength) == 1 else {
-            ERR_clear_error()
+        guard libcrypto.pointee.EVP_DecryptFinal_ex(context.pointer, &scratch, &finalLength) == 1 else {
+            libcrypto.pointee.ERR_clear_error()
             wipe(&plaintext)
             return nil
         }
@@ -73,17 +73,22 @@ private final class FetchedCipher: @unchecked Sendable {  // safe: immutable poi
     private let ownsPointer: Bool
 
     init(name: String) {
-        if let fetched = EVP_CIPHER_fetch(nil, name, nil) {
+        guard let api = LibCrypto.loaded else {  // only when libcrypto is missing: CipherContext() failed first
+            pointer = nil
+            ownsPointer = false
+            return
+        }
+        if let fetched = api.pointee.EVP_CIPHER_fetch(nil, name, nil) {
             pointer = fetched
             ownsPointer = true
         } else {
             // The built-in (implicitly fetched) table, if the explicit fetch fails.
-            pointer = EVP_aes_256_gcm()
+            pointer = api.pointee.EVP_aes_256_gcm()
             ownsPointer = false
         }
     }
 
-    deinit { if ownsPointer, let pointer { EVP_CIPHER_free(pointer) } }
+    deinit { if ownsPointer, let pointer { libcrypto.pointee.EVP_CIPHER_free(pointer) } }
 }
 
 /// Owns one `EVP_CIPHER_CTX`; frees it in `deinit`. Used by one function call at a time.
@@ -91,13 +96,13 @@ private final class CipherContext {
     let pointer: OpaquePointer
 
     init() throws(OAuthError) {
-        guard let pointer = EVP_CIPHER_CTX_new() else {
+        guard let pointer = try LibCrypto.require().pointee.EVP_CIPHER_CTX_new() else {
             throw OAuthError(.crypto, message: "EVP_CIPHER_CTX_new failed: \(OpenSSLError.last())")
         }
         self.pointer = pointer
     }
 
-    deinit { EVP_CIPHER_CTX_free(pointer) }
+    deinit { libcrypto.pointee.EVP_CIPHER_CTX_free(pointer) }
 
     func check(_ result: Int32, _ step: String) throws(OAuthError) {
         guard result == 1 else { throw OAuthError(.crypto, message: "AES-GCM \(step) failed: \(OpenSSLError.last())") }
@@ -110,8 +115,8 @@ private final class CipherContext {
         var written: Int32 = 0
         let result = data.withUnsafeBufferPointer { source in
             encrypt
-                ? EVP_EncryptUpdate(pointer, nil, &written, source.baseAddress, Int32(source.count))
-                : EVP_DecryptUpdate(pointer, nil, &written, source.baseAddress, Int32(source.count))
+                ? libcrypto.pointee.EVP_EncryptUpdate(pointer, nil, &written, source.baseAddress, Int32(source.count))
+                : libcrypto.pointee.EVP_DecryptUpdate(pointer, nil, &written, source.baseAddress, Int32(source.count))
         }
         try check(result, encrypt ? "EVP_EncryptUpdate (associated data)" : "EVP_DecryptUpdate (associated data)")
     }
@@ -125,8 +130,8 @@ private final class CipherContext {
         let result = input.withUnsafeBufferPointer { source in
             output.withUnsafeMutableBufferPointer { target in
                 encrypt
-                    ? EVP_EncryptUpdate(pointer, target.baseAddress, &written, source.baseAddress, Int32(source.count))
-                    : EVP_DecryptUpdate(pointer, target.baseAddress, &written, source.baseAddress, Int32(source.count))
+                    ? libcrypto.pointee.EVP_EncryptUpdate(pointer, target.baseAddress, &written, source.baseAddress, Int32(source.count))
+                    : libcrypto.pointee.EVP_DecryptUpdate(pointer, target.baseAddress, &written, source.baseAddress, Int32(source.count))
             }
         }
         try check(result, encrypt ? "EVP_EncryptUpdate" : "EVP_DecryptUpdate")
@@ -141,7 +146,7 @@ private final class CipherContext {
     }
 }
 
-/// Key bytes in memory of their own, wiped with `OPENSSL_cleanse` when the last reference goes.
+/// Key bytes in memory of their own, wiped (`explicit_bzero`) when the last reference goes.
 ///
 /// Copies of the bytes are made only for the length of one cipher call.
 final class KeyMaterial: @unchecked Sendable {  // safe: the bytes are written once in init and only read afterwards
@@ -158,7 +163,7 @@ final class KeyMaterial: @unchecked Sendable {  // safe: the bytes are written o
     let count: Int
 
     deinit {
-        OPENSSL_cleanse(buffer.baseAddress, buffer.count)
+        c_oauthflow_wipe(buffer.baseAddress, buffer.count)
         buffer.deallocate()
     }
 
@@ -169,16 +174,17 @@ final class KeyMaterial: @unchecked Sendable {  // safe: the bytes are written o
 
     /// SHA-256 of the key bytes.
     func sha256() throws(OAuthError) -> [UInt8] {
+        try LibCrypto.require()
         var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
-        guard EVP_Digest(buffer.baseAddress, count, &digest, &length, EVP_sha256(), nil) == 1 else {
+        guard libcrypto.pointee.EVP_Digest(buffer.baseAddress, count, &digest, &length, libcrypto.pointee.EVP_sha256(), nil) == 1 else {
             throw OAuthError(.crypto, message: "SHA-256 failed: \(OpenSSLError.last())")
         }
         return Array(digest.prefix(Int(length)))
     }
 }
 
-/// Overwrites `bytes` with zeros in a way the optimizer keeps (`OPENSSL_cleanse`).
+/// Overwrites `bytes` with zeros in a way the optimizer keeps (`explicit_bzero`, as `OPENSSL_cleanse` does).
 func wipe(_ bytes: inout [UInt8]) {
-    bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+    bytes.withUnsafeMutableBytes { c_oauthflow_wipe($0.baseAddress, $0.count) }
 }

@@ -5,6 +5,7 @@ import Foundation
 enum Digest {
     /// SHA-256 of `data`.
     static func sha256(_ data: [UInt8]) throws(OAuthError) -> [UInt8] {
+        try LibCrypto.require()
         var digest = [UInt8](repeating: 0, count: 32)
         let ok = data.withUnsafeBytes { input in
             digest.withUnsafeMutableBytes { sha256(input, into: $0) }
@@ -14,17 +15,22 @@ enum Digest {
     }
 
     /// SHA-256 of `data` into the first 32 bytes of `out` (libcrypto's one-shot SHA-256, no EVP
-    /// context to allocate); false when libcrypto failed.
+    /// context to allocate); false when libcrypto failed or cannot be loaded.
     static func sha256(_ data: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) -> Bool {
         precondition(out.count >= 32)
-        return c_oauthflow_sha256(data.baseAddress, data.count, out.baseAddress!.assumingMemoryBound(to: UInt8.self)) == 1
+        guard let api = LibCrypto.loaded else { return false }
+        var context = SHA256_CTX()
+        defer { withUnsafeMutableBytes(of: &context) { c_oauthflow_wipe($0.baseAddress, $0.count) } }
+        return api.pointee.SHA256_Init(&context) == 1 && api.pointee.SHA256_Update(&context, data.baseAddress, data.count) == 1
+            && api.pointee.SHA256_Final(out.baseAddress!.assumingMemoryBound(to: UInt8.self), &context) == 1
     }
 
     /// The digest of `data` with one of the shared, pre-fetched hash algorithms (`EVP_Digest`).
     static func hash(_ data: [UInt8], with algorithm: MessageDigest) throws(OAuthError) -> [UInt8] {
+        try LibCrypto.require()
         var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
-        guard EVP_Digest(data, data.count, &digest, &length, algorithm.pointer, nil) == 1 else {
+        guard libcrypto.pointee.EVP_Digest(data, data.count, &digest, &length, algorithm.pointer, nil) == 1 else {
             throw OAuthError(.crypto, message: "\(algorithm.name) failed: \(OpenSSLError.last())")
         }
         return Array(digest.prefix(Int(length)))
@@ -40,8 +46,8 @@ enum SecureRandom {
     }
 
     /// Fills `buffer` from the kernel's CSPRNG (`getrandom(2)`, what OpenSSL seeds its own
-    /// generator from): one system call, no lock, fork-safe. Falls back to OpenSSL's `RAND_bytes`
-    /// where `getrandom` is missing.
+    /// generator from): one system call, no lock, fork-safe, no libcrypto. Falls back to OpenSSL's
+    /// `RAND_bytes` where `getrandom` is missing.
     /// - Throws: ``OAuthError`` `.crypto` when neither could deliver.
     static func fill(_ buffer: UnsafeMutableRawBufferPointer) throws(OAuthError) {
         guard tryFill(buffer) else { throw failure() }
@@ -50,7 +56,8 @@ enum SecureRandom {
     private static func tryFill(_ buffer: UnsafeMutableRawBufferPointer) -> Bool {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return true }
         if c_oauthflow_getrandom(base, buffer.count) == 0 { return true }
-        return RAND_bytes(base.assumingMemoryBound(to: UInt8.self), Int32(buffer.count)) == 1
+        guard let api = LibCrypto.loaded else { return false }
+        return api.pointee.RAND_bytes(base.assumingMemoryBound(to: UInt8.self), Int32(buffer.count)) == 1
     }
 
     private static func failure() -> OAuthError {
@@ -80,23 +87,27 @@ enum SecureRandom {
 
 enum ConstantTime {
     /// True when both byte strings are equal; time depends only on the length.
+    ///
+    /// Every byte pair is compared, the differences OR-ed together and tested once at the end (what
+    /// `CRYPTO_memcmp` does), in Swift: comparing secrets needs no libcrypto.
     static func equals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
-        if a.isEmpty { return true }
-        return a.withUnsafeBytes { pa in
-            b.withUnsafeBytes { pb in CRYPTO_memcmp(pa.baseAddress, pb.baseAddress, a.count) == 0 }
-        }
+        var difference: UInt8 = 0
+        for index in a.indices { difference |= a[index] ^ b[index] }
+        return difference == 0
     }
 }
 
 enum OpenSSLError {
-    /// The newest OpenSSL error string, drained from the thread's error queue.
+    /// The newest OpenSSL error string, drained from the thread's error queue (or why libcrypto
+    /// could not be loaded).
     static func last() -> String {
-        let code = ERR_get_error()
+        if case .failure(let error) = LibCrypto.shared { return error.message ?? "libcrypto.so.3 could not be loaded" }
+        let code = libcrypto.pointee.ERR_get_error()
         guard code != 0 else { return "no OpenSSL error queued" }
         var buffer = [CChar](repeating: 0, count: 256)
-        ERR_error_string_n(code, &buffer, buffer.count)
-        ERR_clear_error()
+        libcrypto.pointee.ERR_error_string_n(code, &buffer, buffer.count)
+        libcrypto.pointee.ERR_clear_error()
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

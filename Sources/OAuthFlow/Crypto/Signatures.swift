@@ -120,9 +120,9 @@ package final class PublicKey: Sendable {
                 littleN.withUnsafeBytes { nBytes in
                     littleE.withUnsafeBytes { eBytes in
                         var parameters = [
-                            OSSL_PARAM_construct_BN(nName, UnsafeMutablePointer(mutating: nBytes.bindMemory(to: UInt8.self).baseAddress), nBytes.count),
-                            OSSL_PARAM_construct_BN(eName, UnsafeMutablePointer(mutating: eBytes.bindMemory(to: UInt8.self).baseAddress), eBytes.count),
-                            OSSL_PARAM_construct_end(),
+                            libcrypto.pointee.OSSL_PARAM_construct_BN(nName, UnsafeMutablePointer(mutating: nBytes.bindMemory(to: UInt8.self).baseAddress), nBytes.count),
+                            libcrypto.pointee.OSSL_PARAM_construct_BN(eName, UnsafeMutablePointer(mutating: eBytes.bindMemory(to: UInt8.self).baseAddress), eBytes.count),
+                            libcrypto.pointee.OSSL_PARAM_construct_end(),
                         ]
                         return parameters.withUnsafeMutableBufferPointer { context.publicKey(from: $0.baseAddress!) }
                     }
@@ -146,9 +146,9 @@ package final class PublicKey: Sendable {
                 "pub".withCString { pubName in
                     point.withUnsafeBytes { pointBytes in
                         var parameters = [
-                            OSSL_PARAM_construct_utf8_string(groupName, UnsafeMutablePointer(mutating: curveName), 0),
-                            OSSL_PARAM_construct_octet_string(pubName, UnsafeMutableRawPointer(mutating: pointBytes.baseAddress), pointBytes.count),
-                            OSSL_PARAM_construct_end(),
+                            libcrypto.pointee.OSSL_PARAM_construct_utf8_string(groupName, UnsafeMutablePointer(mutating: curveName), 0),
+                            libcrypto.pointee.OSSL_PARAM_construct_octet_string(pubName, UnsafeMutableRawPointer(mutating: pointBytes.baseAddress), pointBytes.count),
+                            libcrypto.pointee.OSSL_PARAM_construct_end(),
                         ]
                         return parameters.withUnsafeMutableBufferPointer { context.publicKey(from: $0.baseAddress!) }
                     }
@@ -165,8 +165,8 @@ package final class PublicKey: Sendable {
     /// - Throws: ``OAuthError`` `.invalidResponse` when `x` is not 32 bytes or OpenSSL refuses it.
     static func ed25519(x: [UInt8]) throws(OAuthError) -> PublicKey {
         guard x.count == 32 else { throw keyError("an Ed25519 key must be 32 bytes") }
-        guard let raw = EVP_PKEY_new_raw_public_key_ex(nil, "ED25519", nil, x, x.count) else {
-            ERR_clear_error()
+        guard let raw = try LibCrypto.require().pointee.EVP_PKEY_new_raw_public_key_ex(nil, "ED25519", nil, x, x.count) else {
+            libcrypto.pointee.ERR_clear_error()
             throw keyError("OpenSSL refused the Ed25519 key")
         }
         return PublicKey(kind: .ed25519, key: EVPKey(taking: raw))

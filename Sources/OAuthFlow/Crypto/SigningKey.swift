@@ -14,13 +14,13 @@ package final class SigningKey: Sendable {
 
     /// A fresh RSA key (2048 bits unless asked; smaller sizes exist only to test their refusal).
     package static func rsa(bits: Int = 2048) throws(OAuthError) -> SigningKey {
-        let key = try PKeyContext(algorithm: "RSA").generate { EVP_PKEY_CTX_set_rsa_keygen_bits($0, Int32(bits)) }
+        let key = try PKeyContext(algorithm: "RSA").generate { libcrypto.pointee.EVP_PKEY_CTX_set_rsa_keygen_bits($0, Int32(bits)) }
         return SigningKey(pair: key, kind: .rsa(bits: key.bits))
     }
 
     /// A fresh EC key on `curve`.
     package static func ec(_ curve: EllipticCurve) throws(OAuthError) -> SigningKey {
-        let key = try PKeyContext(algorithm: "EC").generate { EVP_PKEY_CTX_set_group_name($0, curve.rawValue) }
+        let key = try PKeyContext(algorithm: "EC").generate { libcrypto.pointee.EVP_PKEY_CTX_set_group_name($0, curve.rawValue) }
         return SigningKey(pair: key, kind: .ec(curve))
     }
 

@@ -46,11 +46,14 @@ public actor AuthFlow {
         /// inject a constant to make them deterministic in tests.
         public var jitter: @Sendable () -> Double
 
+        /// The default ``refreshMargin``: 60 s.
+        public static let defaultRefreshMargin: TimeInterval = 60
+
         /// The defaults: continuous clock, `Date()` (when `now` is nil), 60 s margin, 10 minute
         /// `state` lifetime, 60 s clock skew.
         public init(
             clock: any Clock<Duration> = ContinuousClock(), now: (@Sendable () -> Date)? = nil,
-            refreshMargin: TimeInterval = 60, pendingAuthorizationLifetime: TimeInterval = 600,
+            refreshMargin: TimeInterval = Options.defaultRefreshMargin, pendingAuthorizationLifetime: TimeInterval = 600,
             maximumPendingAuthorizations: Int = 10_000, userAgent: String = "OAuthFlow/0.1",
             log: (@Sendable (LogRecord) -> Void)? = nil, restoresAtStart: Bool = true, clockSkew: TimeInterval = 60,
             proactiveRefresh: Bool = false, retry: RetryPolicy = RetryPolicy(),
@@ -259,11 +262,28 @@ public actor AuthFlow {
 
     func loadStored(_ key: String) async throws(OAuthError) -> TokenSet? {
         guard let data = try await store.load(key) else { return nil }
+        return try Self.decodeStored(data, key: key)
+    }
+
+    /// A stored entry as ``restore()`` caches it.
+    static func decodeStored(_ data: Data, key: String) throws(OAuthError) -> TokenSet {
         var set = try StoredEntry.decode(data, key: key)
         // An ID token stored without the validated mark (by a version that kept unvalidated ones)
         // is never used: not exposed, not sent as id_token_hint, gone from the next save.
         if set.validatedIDToken == nil { set.idToken = nil }
         return set
+    }
+
+    /// What ``tokenSet(for:)`` would answer from memory right after ``restore()`` read `data`
+    /// (the bytes of `key`'s stored entry): the set, when it is fresh at `now` by the same rule
+    /// (expiry minus `refreshMargin`, the margin capped at half the lifetime); nil when it needs a
+    /// renewal. For `authflow token`, which answers a fresh token without making a flow.
+    /// - Throws: ``OAuthError`` `.storage` as ``restore()`` would report for the entry.
+    package static func freshStoredSet(
+        _ data: Data, key: String, now: Date, refreshMargin: TimeInterval = Options.defaultRefreshMargin
+    ) throws(OAuthError) -> TokenSet? {
+        let set = try decodeStored(data, key: key)
+        return now.timeIntervalSince1970 < TokenCache.renewalTime(of: set, margin: refreshMargin) ? set : nil
     }
 
     func save(_ set: TokenSet) async throws(OAuthError) {

@@ -244,7 +244,14 @@ extension Provider {
 
     /// True for `localhost`, `*.localhost`, `127.0.0.0/8` and `::1`.
     static func isLoopback(host: String) -> Bool {
-        let host = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        // Brackets trimmed from both ends, as `trimmingCharacters(in: CharacterSet(charactersIn: "[]"))`
+        // would, without Foundation's NSString bridge (which costs `authflow token` ~0.7 M instructions).
+        let scalars = host.lowercased().unicodeScalars
+        let isBracket: (Unicode.Scalar) -> Bool = { $0 == "[" || $0 == "]" }
+        guard let first = scalars.firstIndex(where: { !isBracket($0) }), let last = scalars.lastIndex(where: { !isBracket($0) }) else {
+            return false  // empty, or nothing but brackets
+        }
+        let host = String(scalars[first...last])
         if host == "localhost" || host.hasSuffix(".localhost") || host == "::1" { return true }
         let octets = host.split(separator: ".", omittingEmptySubsequences: false)
         return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }

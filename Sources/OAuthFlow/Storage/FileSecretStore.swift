@@ -155,6 +155,12 @@ public final class FileSecretStore: SecretStore {
     ///   sealed with a key that is not configured, altered, truncated, or copied from another
     ///   provider's entry (fix the file or the key as the message says, or delete it and authorize again).
     public func load(_ key: String) async throws(OAuthError) -> Data? {
+        try loadSynchronously(key)
+    }
+
+    /// ``load(_:)`` without the `async`: every check, the same result and the same errors. For
+    /// `authflow token`'s answer from the store, which runs before any task exists.
+    package func loadSynchronously(_ key: String) throws(OAuthError) -> Data? {
         try validate(key)
         try Self.checkDirectory(directoryFD, path: path, key: key)
         let file = "\(path)/\(key).json"
@@ -274,6 +280,11 @@ public final class FileSecretStore: SecretStore {
     /// The keys that have a `<key>.json` entry, sorted; temporary, lock and other files are skipped.
     /// - Throws: ``OAuthError`` `.storage` when the directory cannot be read.
     public func keys() async throws(OAuthError) -> [String] {
+        try keysSynchronously()
+    }
+
+    /// ``keys()`` without the `async`, for the same callers as ``loadSynchronously(_:)``.
+    package func keysSynchronously() throws(OAuthError) -> [String] {
         let fd = openat(directoryFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw Self.failure(nil, "cannot open \"\(path)\" to list it", errno: errno) }
         guard let stream = fdopendir(fd) else {
