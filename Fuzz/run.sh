@@ -48,7 +48,7 @@ build_fuzzer() {
     flags=(-sanitize=fuzzer,address -parse-as-library -module-name OAuthFlow -package-name OAuthFlow -swift-version 6
         -enable-upcoming-feature ExistentialAny -enable-upcoming-feature InternalImportsByDefault
         -enable-upcoming-feature MemberImportVisibility "${OAUTHFLOW_FUZZ_OPT:--O}" -wmo -num-threads 2 -g
-        -I Sources/COpenSSL -I Sources/CCurl -lcrypto)
+        -I Sources/COpenSSL -I Sources/CCurl)
     key=$( { swiftc --version 2>&1; echo "${flags[*]}"; cd "$root" && cat "${sources[@]}" Sources/COpenSSL/* Sources/CCurl/*; } \
         | sha256sum | cut -c1-16)
     binary=$build/oauthflow-fuzz-$key
