@@ -44,24 +44,28 @@ max_len() {
 # input file, flag or compiler changed.
 build_fuzzer() {
     local sources flags key
+    mkdir -p "$build"
+    build=$(cd "$build" && pwd)   # swiftc runs there (below), so the paths must not be relative
     mapfile -t sources < <(cd "$root" && find Sources/OAuthFlow Fuzz/Targets -name '*.swift' | LC_ALL=C sort)
     flags=(-sanitize=fuzzer,address -parse-as-library -module-name OAuthFlow -package-name OAuthFlow -swift-version 6
         -enable-upcoming-feature ExistentialAny -enable-upcoming-feature InternalImportsByDefault
         -enable-upcoming-feature MemberImportVisibility "${OAUTHFLOW_FUZZ_OPT:--O}" -wmo -num-threads 2 -g
-        -I Sources/COpenSSL -I Sources/CCurl)
+        -I "$root/Sources/COpenSSL" -I "$root/Sources/CCurl")
     key=$( { swiftc --version 2>&1; echo "${flags[*]}"; cd "$root" && cat "${sources[@]}" Sources/COpenSSL/* Sources/CCurl/*; } \
         | sha256sum | cut -c1-16)
     binary=$build/oauthflow-fuzz-$key
     [ -x "$binary" ] && return 0
     mkdir -p "$build"
     echo "fuzz: building $binary (${#sources[@]} files; a few minutes)" >&2
-    # The linker's notes about ASan's local symbols are noise; anything else is shown.
-    if ! (cd "$root" && swiftc "${flags[@]}" -module-cache-path "$build/module-cache" "${sources[@]}" -o "$binary.tmp" 2>&1) \
+    # Compiled in $build: with -g the driver writes the module's .swiftmodule, .swiftdoc and
+    # .swiftsourceinfo where it runs. The linker's notes about ASan's local symbols are noise;
+    # anything else is shown.
+    if ! (cd "$build" && swiftc "${flags[@]}" -module-cache-path "$build/module-cache" "${sources[@]/#/$root/}" -o "$binary.tmp" 2>&1) \
         | { grep -v -e "ld.gold: warning: Cannot export local symbol '__asan" || true; } >&2; then
         echo "fuzz: build failed" >&2
         exit 1
     fi
-    find "$build" -maxdepth 1 -name 'oauthflow-fuzz-*' ! -name "oauthflow-fuzz-$key.tmp" -delete
+    find "$build" -maxdepth 1 \( -name 'oauthflow-fuzz-*' ! -name "oauthflow-fuzz-$key.tmp" -o -name 'OAuthFlow-*.swift*' \) -delete
     mv "$binary.tmp" "$binary"
 }
 
