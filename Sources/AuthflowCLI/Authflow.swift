@@ -7,7 +7,7 @@ import Synchronization
 
 /// The `authflow` command-line tool: parse, call the library, print, exit.
 ///
-/// `Sources/authflow/main.swift` calls ``main()``. Tests call ``parse(_:)`` and
+/// `Sources/authflow/main.swift` calls ``start()``. Tests call ``parse(_:)`` and
 /// ``run(arguments:output:environment:services:)`` in-process with a mock transport and a test clock.
 public enum Authflow {
     /// What a run uses from the outside world; tests replace each part.
@@ -40,8 +40,10 @@ public enum Authflow {
     /// Runs `authflow` as a process from synchronous code (`Sources/authflow/main.swift`): parses
     /// `CommandLine.arguments`, answers `authflow token` from the store when it can
     /// (``tokenFromStore(_:output:environment:services:)``) without starting the concurrency
-    /// runtime, and otherwise runs the command as ``main()`` does, in a task, while the main
-    /// thread serves the main queue (`dispatchMain()`). Never returns.
+    /// runtime, and otherwise runs the command in a task while the main thread serves the main
+    /// queue (`dispatchMain()`), then exits with its status. `login` and `demo` turn SIGINT into
+    /// task cancellation (a second Ctrl-C exits at once); other commands keep the default SIGINT
+    /// behaviour. Never returns.
     public static func start() -> Never {
         let (invocation, output, environment) = prepare()
         if let status = tokenFromStore(invocation, output: output, environment: environment, services: Services()) {
@@ -49,18 +51,6 @@ public enum Authflow {
         }
         Task { await run(invocation, output: output, environment: environment) }
         dispatchMain()
-    }
-
-    /// Runs `authflow` as a process: parses `CommandLine.arguments`, runs, and exits.
-    ///
-    /// `login` and `demo` turn SIGINT into task cancellation (a second Ctrl-C exits at once);
-    /// other commands keep the default SIGINT behaviour.
-    public static func main() async -> Never {
-        let (invocation, output, environment) = prepare()
-        if let status = tokenFromStore(invocation, output: output, environment: environment, services: Services()) {
-            exit(status.rawValue)
-        }
-        await run(invocation, output: output, environment: environment)
     }
 
     /// The parsed command line, the standard streams and the environment; a usage error exits 64 here.

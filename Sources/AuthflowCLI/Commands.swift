@@ -57,6 +57,12 @@ extension Context {
 
     // MARK: token
 
+    /// Whether `token` is only visible ASCII (0x21–0x7E), so `$(authflow token P)` can never put a
+    /// space, a control character or a line break into a header line.
+    static func isHeaderSafe(_ token: Secret) -> Bool {
+        token.reveal().utf8.allSatisfy { (0x21...0x7E).contains($0) }
+    }
+
     func token(_ id: String, json: Bool) async throws(CLIError) -> ExitCode {
         let provider = try provider(id)
         let flow = try await flow([provider], store: store())
@@ -68,7 +74,7 @@ extension Context {
         }
         // The library checks every token before storing and after loading; checked once more
         // here, because this is the line `$(authflow token P)` puts into a header.
-        guard set.accessToken.reveal().utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+        guard Self.isHeaderSafe(set.accessToken) else {
             throw .oauth(OAuthError(.storage, providerID: id, message: "the stored access token holds characters a token cannot have"),
                          provider: id)
         }

@@ -30,7 +30,7 @@ import OAuthFlow
 extension Authflow {
     /// Answers `authflow token PROVIDER` from a fresh token in a plaintext file store.
     ///
-    /// ``main()`` and ``run(arguments:output:environment:services:)`` call it before the full
+    /// ``start()`` and ``run(arguments:output:environment:services:)`` call it before the full
     /// path; nothing else needs to.
     /// - Returns: `.success` after printing the token and a newline on `output.stdout`; nil, with
     ///   nothing printed, when the full path must run (see above).
@@ -43,28 +43,22 @@ extension Authflow {
         else { return nil }
         let context = Context(invocation: invocation, output: output, environment: environment, services: services)
         guard !context.debugFromEnvironment, context.databaseStore() == nil else { return nil }
-        do throws(CLIError) {
+        // Any error (CLIError from the catalog, OAuthError from the store) means: let the full path report it.
+        do {
             let provider = try context.provider(id)
             guard !provider.debug else { return nil }
-            let directory = try context.storeURL()
-            let store = try wrapping { () throws(OAuthError) in
-                try FileSecretStore(directory: directory, environment: environment, lockTimeout: services.lockTimeout, encryption: nil)
-            }
+            let store = try FileSecretStore(directory: try context.storeURL(), environment: environment,
+                                            lockTimeout: services.lockTimeout, encryption: nil)
             // A flow restores only the entries the directory lists (and fails when it cannot be listed).
-            guard try wrapping({ () throws(OAuthError) in try store.keysSynchronously() }).contains(id),
-                  let data = try wrapping({ () throws(OAuthError) in try store.loadSynchronously(id) }),
-                  let set = try wrapping({ () throws(OAuthError) in try AuthFlow.freshStoredSet(data, key: id, now: services.now()) })
+            guard try store.keysSynchronously().contains(id),
+                  let data = try store.loadSynchronously(id),
+                  let set = try AuthFlow.freshStoredSet(data, key: id, now: services.now()),
+                  Context.isHeaderSafe(set.accessToken)
             else { return nil }
-            let token = set.accessToken.reveal()
-            guard token.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else { return nil }
-            output.stdout.write(token + "\n")
+            output.stdout.write(set.accessToken.reveal() + "\n")
             return .success
         } catch {
             return nil
         }
-    }
-
-    private static func wrapping<T>(_ body: () throws(OAuthError) -> T) throws(CLIError) -> T {
-        do throws(OAuthError) { return try body() } catch { throw .oauth(error, provider: nil) }
     }
 }
