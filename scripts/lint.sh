@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fails when Sources/OAuthFlow imports FoundationNetworking, when a public declaration lacks a doc
-# comment, or when the build (with tests) warns.
+# comment, when the build (with tests) warns, or when the library, the CLI or the benchmark uses
+# swift-corelibs-foundation instead of FoundationEssentials.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,4 +30,23 @@ if grep -E "(warning|error):" "$log" | grep -v "^warning: unable to find|plugin"
     exit 1
 fi
 rm -f "$log"
-echo "lint: every public declaration documented; zero warnings"
+
+# The library, the fleet store, the CLI and the benchmark build on FoundationEssentials alone: no
+# object of theirs may reference swift-corelibs-foundation (module `Foundation`: Thread,
+# CharacterSet, String(format:), Process, …), which would link all of Foundation, CoreFoundation
+# and ICU into every executable (78 MB instead of 29 MB, twice the start-up relocations). Mangled
+# Swift names spell the module as `10Foundation`; FoundationEssentials is `20FoundationEssentials`.
+bin=$(swift build --show-bin-path)
+corelibs=""
+for target in OAuthFlow OAuthFlowPostgres AuthflowCLI authflow oauthflow_bench; do
+    objects=("$bin/$target.build"/*.o)
+    [ -e "${objects[0]}" ] || { echo "lint: no objects in $bin/$target.build"; exit 1; }
+    found=$(nm -u "${objects[@]}" 2>/dev/null | sed 's/.* U //' | grep -E '(^\$s|[^0-9])10Foundation' | sort -u || true)
+    if [ -n "$found" ]; then corelibs+="$target:"$'\n'"$(echo "$found" | swift demangle --simplified | sed 's/^/  /')"$'\n'; fi
+done
+if [ -n "$corelibs" ]; then
+    echo "these targets use swift-corelibs-foundation (import FoundationEssentials and use what it has):"
+    echo "$corelibs"
+    exit 1
+fi
+echo "lint: every public declaration documented; zero warnings; no swift-corelibs-foundation in the library, the CLI or the benchmark"

@@ -18,7 +18,11 @@
 // while the main thread waits on a semaphore.
 
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Glibc
 import OAuthFlow
 import Synchronization
@@ -77,8 +81,15 @@ struct Config: Sendable {
 
     func result(_ metric: String, _ value: Int) { print("RESULT \(name) \(metric) \(value)") }
     func result(_ metric: String, _ value: Double) {
-        print("RESULT \(name) \(metric) \(value.isFinite ? String(format: "%.3f", value) : "nan")")
+        print("RESULT \(name) \(metric) \(value.isFinite ? fixed3(value) : "nan")")
     }
+}
+
+/// `value` with three decimals, as `%.3f` prints it (the library links no `String(format:)`).
+func fixed3(_ value: Double) -> String {
+    let thousandths = Int((abs(value) * 1000).rounded())
+    let fraction = String(thousandths % 1000)
+    return (value < 0 && thousandths > 0 ? "-" : "") + "\(thousandths / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
 }
 
 /// CLOCK_MONOTONIC in nanoseconds.
@@ -89,7 +100,8 @@ func monotonicNs() -> UInt64 {
 }
 
 func warn(_ message: String) {
-    FileHandle.standardError.write(Data("oauthflow-bench: \(message)\n".utf8))
+    var line = "oauthflow-bench: \(message)\n"
+    line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
 }
 
 /// Median (mean of the middle two for an even count) of a sorted array.

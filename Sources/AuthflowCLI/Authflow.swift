@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 import Dispatch
 import Glibc
 public import OAuthFlow
@@ -157,15 +161,25 @@ public enum Authflow {
         return .usage
     }
 
-    /// Opens `url` with `xdg-open`, detached, its output discarded; failures are ignored.
+    /// Opens `url` with `xdg-open` (found on `PATH`), its input and output `/dev/null`; a failure to
+    /// start it is ignored (the URL is printed as well). The child is reaped when it exits.
     @Sendable public static func xdgOpen(_ url: URL) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["xdg-open", url.absoluteString]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try? process.run()
+        var actions = posix_spawn_file_actions_t()
+        guard posix_spawn_file_actions_init(&actions) == 0 else { return }
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for fd: Int32 in [0, 1, 2] {
+            posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0)
+        }
+        let words: [String] = ["xdg-open", url.absoluteString]
+        let arguments = words.map { strdup($0) } + [nil]
+        defer { for argument in arguments { free(argument) } }
+        var spawned: pid_t = 0
+        guard posix_spawnp(&spawned, "xdg-open", &actions, nil, arguments, environ) == 0 else { return }
+        let pid = spawned
+        DispatchQueue.global().async {
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        }
     }
 
     /// Ignores SIGINT and cancels `task` on the first Ctrl-C instead; the second exits with 130.

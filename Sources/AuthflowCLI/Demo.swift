@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import OAuthFlow
 import Synchronization
 
@@ -55,7 +59,7 @@ final class DemoTransport: HTTPTransport {
     func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
         let body = String(decoding: request.body ?? Data(), as: UTF8.self)
         let grant = body.split(separator: "&").first { $0.hasPrefix("grant_type=") }.map {
-            " grant_type=" + ($0.dropFirst("grant_type=".count).removingPercentEncoding ?? "")
+            " grant_type=" + (ASCIIText.removingPercentEncoding(String($0.dropFirst("grant_type=".count))) ?? "")
         } ?? ""
         await write("→ \(request.method) \(request.url.path)\(grant)")
         let response = try await base.send(request)
@@ -181,9 +185,7 @@ struct Demo {
         let reporterBox = Mutex<StateReporter?>(nil)
         let flowBox = Mutex<AuthFlow?>(nil)
         let stamp: @Sendable () -> String = {
-            let seconds = clock.elapsed
-            let text = String(format: "%6.1f", seconds)
-            return "[\(text)s]"
+            return "[\(Self.tenths(clock.elapsed))s]"
         }
         // Wire lines wait until every state published so far has been printed: one ordered story.
         let server = DemoRouter(hosts: [deviceHost, serviceHost])
@@ -202,7 +204,7 @@ struct Demo {
             flowBox.withLock { $0 = flow }
             let interval = Mutex<Int?>(nil)
             let reporter = StateReporter(flow.states, skipFirst: false) { [out] state in
-                let name = state.name.padding(toLength: 22, withPad: " ", startingAt: 0)
+                let name = state.name + String(repeating: " ", count: max(0, 22 - state.name.count))
                 var line = "\(stamp()) \(style.bold(name)) \(Self.summary(state, now: clock.date))"
                 if case .receivedDeviceCode(_, let code) = state {
                     let previous = interval.withLock { last -> Int? in
@@ -270,6 +272,13 @@ struct Demo {
     }
 
     private static func random() -> String {
-        UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        ASCIIText.replacing(UInt8(ascii: "-"), in: UUID().uuidString, with: "").lowercased()
+    }
+
+    /// `seconds` with one decimal, right-aligned in six columns (what `%6.1f` prints).
+    static func tenths(_ seconds: Double) -> String {
+        let tenths = seconds.isFinite ? Int((max(0, min(seconds, 1e9)) * 10).rounded()) : 0
+        let text = "\(tenths / 10).\(tenths % 10)"
+        return String(repeating: " ", count: max(0, 6 - text.count)) + text
     }
 }

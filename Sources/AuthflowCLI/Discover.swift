@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import OAuthFlow
 
 /// The arguments of `discover`.
@@ -69,7 +73,7 @@ extension Context {
         let host = URLComponents(string: issuer)?.host ?? "provider"
         let port = URLComponents(string: issuer)?.port.map { "-\($0)" } ?? ""
         let mapped = String((host + port).unicodeScalars.map { scalar -> Character in
-            scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || "._-".unicodeScalars.contains(scalar)) ? Character(scalar) : "-"
+            scalar.isASCII && (ASCIIText.isAlphanumeric(UInt8(scalar.value)) || "._-".unicodeScalars.contains(scalar)) ? Character(scalar) : "-"
         })
         let trimmed = mapped.drop { $0 == "." }
         return trimmed.isEmpty ? "provider" : String(trimmed.prefix(128))

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import OAuthFlow
 
 /// `authflow token PROVIDER` answered straight from the file store, before any task, actor or

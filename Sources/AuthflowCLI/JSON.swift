@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import OAuthFlow
 
 // The CLI's JSON output goes through the library's one JSON writer (OAuthFlow's JSON/ folder),
@@ -20,9 +24,7 @@ extension JSONValue {
 enum Timestamps {
     /// `2026-05-01T12:00:00Z`.
     static func iso8601(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.string(from: date)
+        date.formatted(Date.ISO8601FormatStyle())
     }
 
     /// `in 59m`, `3h ago`, `in 2d`: a short distance for people.

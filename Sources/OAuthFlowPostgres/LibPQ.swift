@@ -1,7 +1,12 @@
 internal import CLibPQ
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Glibc
+import OAuthFlow
 import Synchronization
 
 /// Why a PostgreSQL operation failed; the ``OAuthError/underlying`` of the store's errors.
@@ -164,9 +169,9 @@ struct Redactor: Sendable {
 
     /// `text` on one line, bounded, without any known secret.
     func clean(_ text: String) -> String {
-        var text = text.trimmingCharacters(in: .whitespacesAndNewlines)
-            .split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: "; ")
-        for secret in secrets { text = text.replacingOccurrences(of: secret, with: "<redacted>") }
+        var text = ASCIIText.trimmingBlanksAndNewlines(text)
+            .split(whereSeparator: \.isNewline).map { ASCIIText.trimmingBlanks($0) }.joined(separator: "; ")
+        for secret in secrets { text = ASCIIText.replacing(secret, in: text, with: "<redacted>") }
         let printable = String(String.UnicodeScalarView(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }))
         return String(printable.prefix(600))
     }

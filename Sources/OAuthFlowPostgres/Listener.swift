@@ -1,5 +1,10 @@
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 import OAuthFlow
 import Synchronization
 
@@ -84,7 +89,7 @@ final class Listener: @unchecked Sendable {  // `connection`, `failures` and `re
             connection = nil
             let wait = ContinuousClock.now.duration(to: retryAt)
             if wait > .zero {
-                Thread.sleep(forTimeInterval: min(0.25, Double(PostgresSecretStore.milliseconds(wait)) / 1000))
+                usleep(UInt32(max(1, min(250, PostgresSecretStore.milliseconds(wait)))) * 1000)
             } else {
                 do {
                     let opened = try PGConnection.connect(parameters, queue: queue, redactor: redactor, lib: lib)

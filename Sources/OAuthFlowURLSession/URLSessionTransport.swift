@@ -268,3 +268,14 @@ public final class URLSessionTransport: HTTPTransport {
         }
     }
 }
+
+/// What a `URLError` from ``URLSessionTransport`` says about its request, for the flow's retries.
+extension URLError: TransportFailureClassifying {
+    package var transportFailure: TransportFailure {
+        switch code.rawValue {
+        case -1003, -1004, -1006, -1009, -1200: .unsent   // cannotFindHost, cannotConnectToHost, dnsLookupFailed, notConnectedToInternet, secureConnectionFailed
+        case -1002, -1201, -1202, -1203, -1204, -1206: .permanent   // unsupportedURL, certificate errors
+        default: .maybeSent
+        }
+    }
+}

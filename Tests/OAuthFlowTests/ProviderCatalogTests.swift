@@ -666,11 +666,11 @@ extension ProviderCatalogTests {
     }
 }
 
-// MARK: - Files and bundles
+// MARK: - Files
 
 extension ProviderCatalogTests {
-    @Suite("Files and bundles")
-    struct FilesAndBundles {
+    @Suite("Files")
+    struct Files {
         @Test("Failures from a file start with the file's path")
         func pathPrefix() throws {
             try CatalogFixture.withDirectory { directory in
@@ -695,20 +695,6 @@ extension ProviderCatalogTests {
             let remote = try #require(URL(string: "https://example.com/providers.json"))
             let error = #expect(throws: OAuthError.self) { try ProviderCatalog.load(contentsOf: remote, environment: [:]) }
             #expect(error?.message?.contains("must be a file: URL") == true)
-        }
-
-        @Test("load(resource:bundle:) finds the catalog with or without its extension")
-        func bundleResource() throws {
-            try CatalogFixture.withDirectory { directory in
-                try CatalogFixture.write("[\(CatalogFixture.minimal)]", to: directory.appendingPathComponent("providers.json"))
-                let bundle = try #require(Bundle(path: directory.path))
-                #expect(try ProviderCatalog.load(resource: "providers", bundle: bundle, environment: [:]).map(\.id) == ["demo"])
-                #expect(try ProviderCatalog.load(resource: "providers.json", bundle: bundle, environment: [:]).map(\.id) == ["demo"])
-                let error = #expect(throws: OAuthError.self) {
-                    try ProviderCatalog.load(resource: "absent", bundle: bundle, environment: [:])
-                }
-                #expect(error?.message?.contains(#"catalog resource "absent.json" is not in the bundle"#) == true)
-            }
         }
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// The parameters of an authorization response, parsed from the redirect URL (RFC 6749 §4.1.2).
 ///

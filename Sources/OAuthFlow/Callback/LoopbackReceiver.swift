@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 import Glibc
 import Synchronization
 
@@ -88,7 +92,7 @@ public final class LoopbackReceiver: Sendable {
         guard path.hasPrefix("/"), !path.contains("?"), !path.contains("#") else {
             throw OAuthError(.configuration, endpoint: .authorization, message: "the callback path must start with \"/\"")
         }
-        let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")).lowercased()
+        let bare = ASCIIText.trimming(host, where: { $0 == UInt8(ascii: "[") || $0 == UInt8(ascii: "]") }).lowercased()
         let isName = bare == "localhost" || bare.hasSuffix(".localhost")
         var descriptors: [Int32] = []
         var boundPort = port
@@ -222,9 +226,13 @@ public final class LoopbackReceiver: Sendable {
         let deadline = ContinuousClock.now.advanced(by: timeout)
         let result: Result<Accepted, OAuthError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<Accepted, OAuthError>, Never>) in
-                let thread = Thread { [self] in continuation.resume(returning: self.serve(until: deadline, timeout: timeout)) }
-                thread.name = "LoopbackReceiver"
-                thread.start()
+                let started = DetachedThread.start(name: "LoopbackReceiver") { [self] in
+                    continuation.resume(returning: self.serve(until: deadline, timeout: timeout))
+                }
+                if !started {
+                    continuation.resume(returning: .failure(OAuthError(
+                        .configuration, endpoint: .authorization, message: "could not start a thread for the loopback redirect receiver")))
+                }
             }
         } onCancel: {
             wake()
@@ -329,7 +337,7 @@ public final class LoopbackReceiver: Sendable {
             return .reject(status: "431 Request Header Fields Too Large", text: "The request is too large.")
         }
         let lineEnd = head.firstIndex(of: UInt8(ascii: "\n")) ?? end
-        let line = String(decoding: head[..<lineEnd], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let line = ASCIIText.trimmingBlanksAndNewlines(String(decoding: head[..<lineEnd], as: UTF8.self))
         let parts = line.split(separator: " ", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[2].hasPrefix("HTTP/1."), parts[1].hasPrefix("/") else {
             return .reject(status: "400 Bad Request", text: "This is not a request this page understands.")

@@ -1,5 +1,9 @@
 internal import COpenSSL
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// AES-256-GCM (NIST SP 800-38D) through OpenSSL EVP: 256-bit key, 96-bit nonce, 128-bit tag.
 ///

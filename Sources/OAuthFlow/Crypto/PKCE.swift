@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A PKCE verifier and its S256 challenge ([RFC 7636](https://www.rfc-editor.org/rfc/rfc7636)).
 ///

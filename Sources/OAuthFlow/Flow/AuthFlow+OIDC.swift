@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 // Userinfo, introspection and RP-initiated logout: calls about a held authorization that store nothing.
 extension AuthFlow {

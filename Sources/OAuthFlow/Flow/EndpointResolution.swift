@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension AuthFlow {
     /// The URL of one of `provider`'s endpoints, or nil when it has none.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What a grant's exchange produced, with what the validation step needs to check it before
 /// anything is stored (the pipeline: exchange → validate → store → publish).

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The OpenID Connect part of the pipeline's validation step and of the callback check: nothing
 /// reaches the store before these pass.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// The background renewal timers of ``AuthFlow/Options/proactiveRefresh``, one per provider.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// A valid access token for one provider, whenever a service asks: what an HTTP client plugs in.
 ///

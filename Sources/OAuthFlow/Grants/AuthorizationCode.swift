@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// A started authorization code request: the URL to open and what the callback is checked against.
 ///
@@ -84,7 +88,7 @@ enum AuthorizationCodeGrant {
         }
         // Keep any query the endpoint URL already has (RFC 6749 §3.1), then append ours.
         let existing = components.percentEncodedQuery.map { $0 + "&" } ?? ""
-        components.percentEncodedQuery = existing + FormEncoding.encode(query).replacingOccurrences(of: "+", with: "%20")
+        components.percentEncodedQuery = existing + FormEncoding.encodeQuery(query)
         guard let url = components.url else {
             throw OAuthError(.configuration, providerID: provider.id, message: "could not build the authorization URL")
         }

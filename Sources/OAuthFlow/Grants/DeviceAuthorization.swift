@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The device authorization grant ([RFC 8628](https://www.rfc-editor.org/rfc/rfc8628)).
 enum DeviceAuthorizationGrant {

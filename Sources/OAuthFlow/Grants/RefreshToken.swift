@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The refresh grant ([RFC 6749 §6](https://www.rfc-editor.org/rfc/rfc6749#section-6)).
 enum RefreshTokenGrant {

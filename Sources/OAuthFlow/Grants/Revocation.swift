@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What ``AuthFlow/revoke(provider:)`` achieved at the provider ([RFC 7009](https://www.rfc-editor.org/rfc/rfc7009)).
 ///

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The token response fields of RFC 6749 §5.1, decoded from JSON or (GitHub) form encoding.
 struct TokenResponse: Sendable {

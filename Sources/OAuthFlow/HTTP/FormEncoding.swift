@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `application/x-www-form-urlencoded` as RFC 6749 Appendix B and the WHATWG URL spec define it.
 enum FormEncoding {
@@ -60,8 +64,13 @@ enum FormEncoding {
         }
     }
 
+    /// Encodes pairs in order for a URL query (RFC 3986 §3.4): as ``encode(_:)``, with a space as `%20`.
+    static func encodeQuery(_ fields: [(String, String)]) -> String {
+        ASCIIText.replacing(UInt8(ascii: "+"), in: encode(fields), with: "%20")
+    }
+
     static func unescape(_ string: String) -> String {
-        let spaced = string.replacingOccurrences(of: "+", with: " ")
-        return spaced.removingPercentEncoding ?? spaced
+        let spaced = ASCIIText.replacing(UInt8(ascii: "+"), in: string, with: " ")
+        return ASCIIText.removingPercentEncoding(spaced) ?? spaced
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// An HTTP request as OAuthFlow sends it.
 public struct HTTPRequest: Sendable, Hashable {
@@ -21,7 +25,7 @@ public struct HTTPRequest: Sendable, Hashable {
 
     /// The first value of the header `name` (case-insensitive).
     public func header(_ name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        headers.first { ASCIIText.equalsIgnoringCase($0.name, name) }?.value
     }
 
     /// Equal when method, URL, headers and body match.
@@ -64,7 +68,7 @@ public struct HTTPResponse: Sendable, Hashable {
 
     /// The `Content-Type` media type without parameters, lower-cased.
     public var mediaType: String? {
-        headers["content-type"]?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        headers["content-type"]?.split(separator: ";").first.map { ASCIIText.trimmingBlanks($0).lowercased() }
     }
 }
 

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// How token requests are retried after a transient failure: a transport error, a 5xx, or a 429.
 ///
@@ -76,7 +80,7 @@ enum RetryScope: Sendable {
 }
 
 /// What a transport error says about the request, for ``Retrier``.
-enum TransportFailure: Sendable, Equatable {
+package enum TransportFailure: Sendable, Equatable {
     /// It never left: no name, no connection, no TLS session.
     case unsent
     /// It may have reached the server (a timeout, a reset, an empty answer), or the transport
@@ -85,9 +89,10 @@ enum TransportFailure: Sendable, Equatable {
     /// Trying again cannot help: the certificate was rejected, or the URL cannot be sent.
     case permanent
 
-    /// Reads the underlying error of `CurlTransport` (a libcurl code) or `URLSessionTransport`
-    /// (a `URLError` code); anything else is ``maybeSent``.
-    static func classify(_ error: OAuthError) -> TransportFailure {
+    /// Reads the underlying error of `CurlTransport` (a libcurl code) or of another transport of
+    /// this package (`URLSessionTransport`'s `URLError`, through ``TransportFailureClassifying``);
+    /// anything else is ``maybeSent``.
+    package static func classify(_ error: OAuthError) -> TransportFailure {
         if let curl = error.underlying as? CurlError {
             switch curl.code {
             case 5, 6, 7, 35: return .unsent   // resolve proxy, resolve host, connect, TLS handshake
@@ -95,15 +100,16 @@ enum TransportFailure: Sendable, Equatable {
             default: return .maybeSent
             }
         }
-        if let ns = error.underlying as? any CustomNSError, type(of: ns).errorDomain == "NSURLErrorDomain" {
-            switch ns.errorCode {
-            case -1003, -1004, -1006, -1009, -1200: return .unsent   // cannotFindHost, cannotConnectToHost, dnsLookupFailed, notConnectedToInternet, secureConnectionFailed
-            case -1002, -1201, -1202, -1203, -1204, -1206: return .permanent   // unsupportedURL, certificate errors
-            default: return .maybeSent
-            }
-        }
+        if let classified = error.underlying as? any TransportFailureClassifying { return classified.transportFailure }
         return .maybeSent
     }
+}
+
+/// An underlying transport error that says whether its request left; `OAuthFlowURLSession`
+/// conforms `URLError` (this module does not link the Foundation that declares it).
+package protocol TransportFailureClassifying: Error {
+    /// Whether the request may have reached the server.
+    var transportFailure: TransportFailure { get }
 }
 
 /// Runs a request under a ``RetryPolicy`` on the flow's clock and jitter source.
@@ -191,7 +197,7 @@ struct Retrier: Sendable {
     /// is subtracted (a past date is zero). Nil when it is neither. A number too large for `Int`
     /// is `.seconds(Int.max)`: far beyond any cap.
     static func retryAfter(_ value: String, now: Date) -> Duration? {
-        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        let trimmed = ASCIIText.trimmingBlanks(value)
         if !trimmed.isEmpty, trimmed.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
             return .seconds(Int(trimmed) ?? Int.max)
         }

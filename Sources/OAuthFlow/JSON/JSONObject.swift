@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A JSON object read field by field into typed values, with every failure a typed error that
 /// names the member and the problem, never the value.
@@ -66,7 +70,7 @@ struct JSONObject {
         case .number(let text):
             number = JSONValue.wholeNumber(text)
         case .string(let text) where acceptsString:
-            let trimmed = text.trimmingCharacters(in: .whitespaces)
+            let trimmed = ASCIIText.trimmingBlanks(text)
             number = trimmed.utf8.allSatisfy({ (0x30...0x39).contains($0) || $0 == 0x2D || $0 == 0x2B })
                 ? Int(trimmed) : nil
         default:

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// A JSON value as OAuthFlow parses it: booleans distinct from numbers, numbers kept as their text.
 ///

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+package import FoundationEssentials
+#else
 package import Foundation
+#endif
 
 // Writing JSON text: the one serializer, used for stored entries, ID token claims, the CLI's JSON
 // Lines and the testing kit's scripted answers. Every string is escaped the same way: `"`, `\`,

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// The claims of a validated OpenID Connect ID token (OpenID Connect Core 1.0 §2).
 ///

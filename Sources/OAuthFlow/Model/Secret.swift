@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A value that must never be printed: a token, a code, a client secret, a PKCE verifier.
 ///

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// Where the metadata of an issuer is published, and how long a fetched document stays fresh.
@@ -31,11 +35,11 @@ enum Discovery {
         guard let header = response.headers["cache-control"] else { return defaultLifetime }
         var maxAge: TimeInterval?
         for directive in header.split(separator: ",") {
-            let parts = directive.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            let parts = directive.split(separator: "=", maxSplits: 1).map { ASCIIText.trimmingBlanks($0).lowercased() }
             guard let name = parts.first else { continue }
             if name == "no-store" || name == "no-cache" { return 0 }
             if name == "max-age", parts.count == 2 {
-                let digits = parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+                let digits = ASCIIText.trimming(parts[1], where: { $0 == UInt8(ascii: "\"") })
                 guard !digits.isEmpty, digits.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { continue }
                 // Any digit string: too many digits for Int means "very long", which the cap handles.
                 maxAge = Int(digits).map { min(TimeInterval($0), maximumLifetime) } ?? maximumLifetime

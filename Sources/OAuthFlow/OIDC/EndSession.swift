@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The logout request of OpenID Connect RP-Initiated Logout 1.0 §2; no state.
 enum EndSession {
@@ -24,7 +28,7 @@ enum EndSession {
             throw OAuthError(.configuration, providerID: providerID, message: "the end-session endpoint URL cannot be parsed")
         }
         let existing = components.percentEncodedQuery.map { $0.isEmpty ? "" : $0 + "&" } ?? ""
-        components.percentEncodedQuery = existing + FormEncoding.encode(query).replacingOccurrences(of: "+", with: "%20")
+        components.percentEncodedQuery = existing + FormEncoding.encodeQuery(query)
         guard let url = components.url else {
             throw OAuthError(.configuration, providerID: providerID, message: "could not build the end-session URL")
         }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+package import FoundationEssentials
+#else
 package import Foundation
+#endif
 
 /// Validates an ID token as OpenID Connect Core 1.0 §3.1.3.7 and §12.2 require: a pure function
 /// of the token, the provider's keys, the expectations of the request, and the time.

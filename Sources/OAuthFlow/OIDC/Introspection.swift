@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// Which of the held tokens to send: the value of `token_type_hint`
 /// ([RFC 7009 §2.1](https://www.rfc-editor.org/rfc/rfc7009#section-2.1), [RFC 7662 §2.1](https://www.rfc-editor.org/rfc/rfc7662#section-2.1)).

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+package import FoundationEssentials
+#else
 package import Foundation
+#endif
 
 /// One JSON Web Key (RFC 7517 §4) from a provider's JWKS, with its public key imported.
 ///

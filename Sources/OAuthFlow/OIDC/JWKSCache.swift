@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Fetching and caching the JWKS that verifies ID tokens (RFC 7517 §5), with key rotation.
 enum JWKSFetching {

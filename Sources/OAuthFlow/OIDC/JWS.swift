@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A compact JWS (RFC 7515 §7.1) split and decoded, not yet verified.
 ///

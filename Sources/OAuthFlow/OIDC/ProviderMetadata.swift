@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// An authorization server's metadata document (OpenID Connect Discovery 1.0 §3, RFC 8414 §2).
 ///

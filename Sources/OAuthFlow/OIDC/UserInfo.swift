@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The claims the userinfo endpoint returned about the signed-in user
 /// ([OpenID Connect Core §5.3.2](https://openid.net/specs/openid-connect-core-1_0.html#UserInfoResponse)).
@@ -63,7 +67,7 @@ enum UserInfoEndpoint {
         }
         let invalid = client.invalid(.userinfo, status: response.status)
         if response.mediaType == "application/jwt" {
-            let text = String(decoding: response.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            let text = ASCIIText.trimmingBlanksAndNewlines(String(decoding: response.body, as: UTF8.self))
             guard TokenSyntax.isCompactJOSE(text) else {
                 throw invalid("an application/jwt body must be a compact JWS (base64url segments and dots, RFC 7515 §7.1)")
             }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// One authorization server and this client's registration at it.
 ///
@@ -216,7 +220,7 @@ extension Provider {
 
     static func isValidID(_ id: String) -> Bool {
         guard (1...128).contains(id.count), !id.hasPrefix(".") else { return false }
-        return id.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) && $0.isASCII || "._-".unicodeScalars.contains($0) }
+        return id.utf8.allSatisfy { ASCIIText.isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") }
     }
 
     /// Why `url` may not be an endpoint, or nil when it may.
@@ -244,14 +248,8 @@ extension Provider {
 
     /// True for `localhost`, `*.localhost`, `127.0.0.0/8` and `::1`.
     static func isLoopback(host: String) -> Bool {
-        // Brackets trimmed from both ends, as `trimmingCharacters(in: CharacterSet(charactersIn: "[]"))`
-        // would, without Foundation's NSString bridge (which costs `authflow token` ~0.7 M instructions).
-        let scalars = host.lowercased().unicodeScalars
-        let isBracket: (Unicode.Scalar) -> Bool = { $0 == "[" || $0 == "]" }
-        guard let first = scalars.firstIndex(where: { !isBracket($0) }), let last = scalars.lastIndex(where: { !isBracket($0) }) else {
-            return false  // empty, or nothing but brackets
-        }
-        let host = String(scalars[first...last])
+        let host = ASCIIText.trimming(host.lowercased(), where: { $0 == UInt8(ascii: "[") || $0 == UInt8(ascii: "]") })
+        guard !host.isEmpty else { return false }   // empty, or nothing but brackets
         if host == "localhost" || host.hasSuffix(".localhost") || host == "::1" { return true }
         let octets = host.split(separator: ".", omittingEmptySubsequences: false)
         return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }

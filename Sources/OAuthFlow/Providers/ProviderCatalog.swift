@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 import Glibc
 
 /// Loads providers from a JSON catalog and checks every one before returning any.
@@ -122,30 +126,6 @@ public enum ProviderCatalog {
         data: Data, baseDirectory: URL? = nil, environment: [String: String] = ProcessInfo.processInfo.environment, strict: Bool
     ) throws(OAuthError) -> [Provider] {
         try decode(data, context: Context(source: nil, baseDirectory: baseDirectory, environment: environment, strict: strict))
-    }
-
-    /// Loads and validates the providers in a JSON catalog shipped as a bundle resource.
-    ///
-    /// This finds `name` (with or without its `.json` extension) in `bundle`, such as
-    /// `Bundle.module` or `Bundle.main`, then does what ``load(contentsOf:environment:)`` does.
-    /// Relative `clientSecretFile` paths resolve against the resource's directory.
-    ///
-    /// - Parameters:
-    ///   - name: The resource name, such as `providers` or `providers.json`.
-    ///   - bundle: The bundle that contains the resource.
-    ///   - environment: Where `clientSecretEnv` and `${NAME}` in `clientSecretFile` are looked up.
-    /// - Returns: The providers in catalog order, each one already validated.
-    /// - Throws: ``OAuthError`` `.configuration` when the resource is missing, or for any reason
-    ///   ``load(contentsOf:environment:)`` throws.
-    public static func load(
-        resource name: String, bundle: Bundle, environment: [String: String] = ProcessInfo.processInfo.environment
-    ) throws(OAuthError) -> [Provider] {
-        let base = name.hasSuffix(".json") ? String(name.dropLast(".json".count)) : name
-        guard let url = bundle.url(forResource: base, withExtension: "json") else {
-            throw OAuthError(
-                .configuration, message: "catalog resource \"\(base).json\" is not in the bundle at \(bundle.bundleURL.path)")
-        }
-        return try load(contentsOf: url, environment: environment)
     }
 
     /// The largest catalog read, in bytes.
@@ -571,7 +551,7 @@ extension ProviderCatalog {
             let key = "clientSecretFile"
             var result = ""
             var rest = Substring(path)
-            while let start = rest.range(of: "${") {
+            while let start = ASCIIText.firstRange(of: "${", in: rest) {
                 result += rest[..<start.lowerBound]
                 guard let end = rest[start.upperBound...].firstIndex(of: "}") else {
                     throw fail(key, "has a \"${\" without its closing \"}\"")

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 import Glibc
 
 /// A 256-bit key that encrypts stored entries (see ``EntryEncryption``), held as a secret.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 import Glibc
 
 /// A ``SecretStore`` that keeps one JSON file per key in a private directory, safe across processes.

@@ -1,5 +1,9 @@
 internal import CCurl
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 import Synchronization
 
 /// The default ``HTTPTransport``: the system libcurl, driven by one thread per transport.
@@ -100,7 +104,7 @@ public final class CurlTransport: HTTPTransport {
             engine = CurlEngine(library, settings: CurlSettings(self))
             return engine
         }
-        guard let made else { throw OAuthError(.transport, message: "libcurl could not create a multi handle") }
+        guard let made else { throw OAuthError(.transport, message: "libcurl could not create a multi handle, or no thread could be started") }
         return made
     }
 }
@@ -434,9 +438,7 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi` and `activeCoun
         self.multi = multi
         // Keep idle connections to many hosts (and many parallel ones to one host over HTTP/1.1).
         multi.set(CURLMOPT_MAXCONNECTS, 64)
-        let thread = Thread { [self] in self.run() }
-        thread.name = "OAuthFlow.curl"
-        thread.start()
+        guard DetachedThread.start(name: "OAuthFlow.curl", { [self] in self.run() }) else { return nil }
     }
 
     // MARK: Caller side
