@@ -10,12 +10,8 @@ enum DetachedThread {
     /// - Returns: false when the system could not create a thread; `body` then never runs.
     static func start(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
         let context = Unmanaged.passRetained(Context(name: name, body: body)).toOpaque()
-        var attributes = pthread_attr_t()
-        pthread_attr_init(&attributes)
-        defer { pthread_attr_destroy(&attributes) }
-        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
         var thread = pthread_t()
-        let created = pthread_create(&thread, &attributes, { raw in
+        let created = pthread_create(&thread, nil, { raw in
             guard let raw else { return nil }
             Unmanaged<Context>.fromOpaque(raw).takeRetainedValue().run()
             return nil
@@ -24,6 +20,7 @@ enum DetachedThread {
             Unmanaged<Context>.fromOpaque(context).release()
             return false
         }
+        pthread_detach(thread)   // nobody joins it: its resources go when it ends
         return true
     }
 
