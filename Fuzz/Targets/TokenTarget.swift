@@ -66,8 +66,8 @@ enum TokenTarget {
     static func decode(_ answer: HTTPResponse) async {
         let transport = ScriptedTransport { _ in answer }
         let policy = RetryPolicy(maximumAttempts: 3)
-        var client = EndpointClient(provider: provider, transport: transport, userAgent: "fuzz", log: Logger(sink: nil))
-        client.retry = Retrier(policy: policy, clock: InstantClock(), now: { fuzzNow }, jitter: { 0.5 })
+        let client = EndpointClient(provider: provider, transport: transport, userAgent: "fuzz", log: Logger(sink: nil),
+                                    retry: Retrier(policy: policy, clock: InstantClock(), now: { fuzzNow }, jitter: { 0.5 }))
         let object: JSONObject
         defer {
             // Retried only when transient (429, 5xx but 501, no final §5.2 error), at most as often as the policy says.

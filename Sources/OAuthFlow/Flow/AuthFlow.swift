@@ -692,11 +692,11 @@ public actor AuthFlow {
             try await AuthorizationCodeGrant.exchange(code: code, request: request, client: client,
                                                       tokenURL: try await requiredEndpoint(.token, of: provider))
         }
-        var result = GrantResult(response: response, grant: .authorizationCode, requestedScopes: request.scopes,
-                                 nonce: request.nonce, code: code)
-        result.maxAge = (URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems?
+        let maxAge = (URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems?
             .first { $0.name == "max_age" }?.value).flatMap { Int($0) }.map { TimeInterval(max($0, 0)) }
-        result.requestedAt = request.expiresAt.addingTimeInterval(-options.pendingAuthorizationLifetime)
+        let result = GrantResult(response: response, grant: .authorizationCode, requestedScopes: request.scopes,
+                                 nonce: request.nonce, code: code, maxAge: maxAge,
+                                 requestedAt: request.expiresAt.addingTimeInterval(-options.pendingAuthorizationLifetime))
         return try await finish(result, for: provider, ticket: ticket, locked: false).authorization
     }
 

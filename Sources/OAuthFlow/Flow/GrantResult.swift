@@ -6,27 +6,30 @@ import Foundation
 
 /// What a grant's exchange produced, with what the validation step needs to check it before
 /// anything is stored (the pipeline: exchange → validate → store → publish).
-struct GrantResult: Sendable {
+///
+/// A class: it goes down the pipeline's chain of async calls, and a reference keeps each of their
+/// frames small (the fields are 400 bytes).
+final class GrantResult: Sendable {
     /// The token endpoint's §5.1 answer.
-    var response: TokenResponse
+    let response: TokenResponse
     /// The grant of the authorization (a refresh keeps the grant that started it).
-    var grant: GrantType
+    let grant: GrantType
     /// The scopes asked for; the granted ones when the response has no `scope` (RFC 6749 §5.1).
-    var requestedScopes: [String]
+    let requestedScopes: [String]
     /// The `nonce` sent with the authorization request (authorization code with `openid`).
-    var nonce: Secret?
+    let nonce: Secret?
     /// The authorization code exchanged (authorization code grant only).
-    var code: Secret?
+    let code: Secret?
     /// The set a refresh renews: its refresh token and ID token carry over when the answer has none.
-    var previous: TokenSet?
+    let previous: TokenSet?
     /// The `max_age` the authorization request sent, which makes the ID token's `auth_time` required.
-    var maxAge: TimeInterval?
+    let maxAge: TimeInterval?
     /// When the authorization request was made (the reference time for `max_age`).
-    var requestedAt: Date?
+    let requestedAt: Date?
 
     init(
         response: TokenResponse, grant: GrantType, requestedScopes: [String], nonce: Secret? = nil, code: Secret? = nil,
-        previous: TokenSet? = nil
+        previous: TokenSet? = nil, maxAge: TimeInterval? = nil, requestedAt: Date? = nil
     ) {
         self.response = response
         self.grant = grant
@@ -34,5 +37,7 @@ struct GrantResult: Sendable {
         self.nonce = nonce
         self.code = code
         self.previous = previous
+        self.maxAge = maxAge
+        self.requestedAt = requestedAt
     }
 }

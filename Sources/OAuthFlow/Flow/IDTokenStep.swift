@@ -34,6 +34,16 @@ extension AuthFlow {
                 + "it against: it was discarded, not stored; set issuer (and jwksURL) in the catalog to validate and keep it")
             return nil
         }
+        return try await validate(token, issuer: issuer, of: result, for: provider, now: now)
+    }
+
+    /// The validation itself, in a function of its own: its async frame (the validator, the
+    /// expectations, the parsed token: 2 KB) is allocated only for an answer that has an ID token,
+    /// not for every client-credentials fetch.
+    @inline(never)
+    private func validate(
+        _ token: Secret, issuer: String, of result: GrantResult, for provider: Provider, now: Date
+    ) async throws(OAuthError) -> IDToken? {
         let validator = IDTokenValidator(
             issuer: issuer, clientID: provider.clientID, allowedAlgorithms: try await allowedAlgorithms(for: provider),
             clientSecret: provider.clientSecret, clockSkew: options.clockSkew)

@@ -41,13 +41,24 @@ struct TokenResponse: Sendable {
 /// Everything the grants and the OpenID Connect endpoints share: building form POSTs with client
 /// authentication, bearer GETs and public document GETs; sending them; decoding bodies through
 /// the one JSON parser; and mapping errors (RFC 6749 §5.2).
-struct EndpointClient: Sendable {
+///
+/// A class: every grant passes its client down a chain of async calls, and a reference keeps each
+/// of their frames (allocated per task) small.
+final class EndpointClient: Sendable {
     let provider: Provider
     let transport: any HTTPTransport
     let userAgent: String
     let log: Logger
     /// Retries for the requests sent with a ``RetryScope`` (token requests; see Retry.swift).
-    var retry: Retrier = .none
+    let retry: Retrier
+
+    init(provider: Provider, transport: any HTTPTransport, userAgent: String, log: Logger, retry: Retrier = .none) {
+        self.provider = provider
+        self.transport = transport
+        self.userAgent = userAgent
+        self.log = log
+        self.retry = retry
+    }
 
     /// The largest body accepted: the transport's own setting.
     var maximumBodySize: Int { transport.maximumBodySize }
