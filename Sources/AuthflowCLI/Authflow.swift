@@ -164,22 +164,30 @@ public enum Authflow {
     /// Opens `url` with `xdg-open` (found on `PATH`), its input and output `/dev/null`; a failure to
     /// start it is ignored (the URL is printed as well). The child is reaped when it exits.
     @Sendable public static func xdgOpen(_ url: URL) {
+        _ = spawnDetached("xdg-open", [url.absoluteString])
+    }
+
+    /// Starts `program` (a path, or a name looked up on `PATH`) with `arguments`, the environment of
+    /// this process, and `/dev/null` as its standard input, output and error; a thread of the global
+    /// queue reaps it when it exits. Returns false when it could not be started.
+    static func spawnDetached(_ program: String, _ arguments: [String]) -> Bool {
         var actions = posix_spawn_file_actions_t()
-        guard posix_spawn_file_actions_init(&actions) == 0 else { return }
+        guard posix_spawn_file_actions_init(&actions) == 0 else { return false }
         defer { posix_spawn_file_actions_destroy(&actions) }
         for fd: Int32 in [0, 1, 2] {
             posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0)
         }
-        let words: [String] = ["xdg-open", url.absoluteString]
-        let arguments = words.map { strdup($0) } + [nil]
-        defer { for argument in arguments { free(argument) } }
+        let words = [program] + arguments
+        let argv = words.map { strdup($0) } + [nil]
+        defer { for argument in argv { free(argument) } }
         var spawned: pid_t = 0
-        guard posix_spawnp(&spawned, "xdg-open", &actions, nil, arguments, environ) == 0 else { return }
+        guard posix_spawnp(&spawned, program, &actions, nil, argv, environ) == 0 else { return false }
         let pid = spawned
         DispatchQueue.global().async {
             var status: Int32 = 0
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         }
+        return true
     }
 
     /// Ignores SIGINT and cancels `task` on the first Ctrl-C instead; the second exits with 130.

@@ -1,5 +1,6 @@
 import Foundation
 @testable import AuthflowCLI
+import Glibc
 import Testing
 
 /// The CLI's own formatting, which replaced swift-corelibs-foundation's `String(format:)` and
@@ -17,5 +18,55 @@ struct FormattingTests {
         formatter.formatOptions = [.withInternetDateTime]
         let date = Date(timeIntervalSince1970: seconds)
         #expect(Timestamps.iso8601(date) == formatter.string(from: date))
+    }
+}
+
+/// How `authflow login` opens a browser (`xdg-open`), through posix_spawn rather than Foundation's `Process`.
+@Suite("Opening the browser: a detached child with /dev/null for its input and output")
+struct SpawnTests {
+    @Test("The program gets its arguments, /dev/null as stdin and stdout, and is reaped")
+    func spawnDetached() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let script = directory.url.appendingPathComponent("fake-xdg-open")
+        let record = directory.url.appendingPathComponent("record")
+        try Data("""
+            #!/bin/sh
+            stdin=$(readlink /proc/$$/fd/0); stdout=$(readlink /proc/$$/fd/1)
+            printf '%s\\n' "$@" "$stdin" "$stdout" > '\(record.path).tmp'
+            mv '\(record.path).tmp' '\(record.path)'
+            """.utf8).write(to: script)
+        chmod(script.path, 0o700)
+        #expect(Authflow.spawnDetached(script.path, ["https://login.example.com/authorize?a=b&c=d", "second"]))
+        var text: String?
+        for _ in 0..<200 where text == nil {   // at most 10 s
+            text = try? String(contentsOf: record, encoding: .utf8)
+            if text == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(text == "https://login.example.com/authorize?a=b&c=d\nsecond\n/dev/null\n/dev/null\n")
+        // Reaped: no child of this process named fake-xdg-open is left, zombie or not.
+        var children = Self.children(named: "fake-xdg-open")
+        for _ in 0..<100 where !children.isEmpty {   // at most 5 s
+            try await Task.sleep(for: .milliseconds(50))
+            children = Self.children(named: "fake-xdg-open")
+        }
+        #expect(children.isEmpty, "still in the process table: \(children)")
+    }
+
+    /// The `/proc/PID/stat` lines of this process's children whose command is `name`.
+    static func children(named name: String) -> [String] {
+        let me = getpid()
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.filter { $0.allSatisfy(\.isNumber) }.compactMap { pid in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  stat.contains("(\(name))"), let close = stat.lastIndex(of: ")") else { return nil }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && Int32(fields[1]) == me ? stat : nil
+        }
+    }
+
+    @Test("A program that does not exist is reported, not a crash")
+    func missingProgram() {
+        #expect(!Authflow.spawnDetached("/nonexistent/xdg-open", ["https://example.com"]))
     }
 }
