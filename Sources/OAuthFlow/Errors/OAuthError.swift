@@ -92,43 +92,43 @@ public struct OAuthError: Error, Sendable, Equatable {
     /// What kind of failure.
     public var code: Code {
         get { storage.fields.code }
-        set { update { $0.code = newValue } }
+        set { storage.update { $0.code = newValue } }
     }
 
     /// The provider involved, when known.
     public var providerID: String? {
         get { storage.fields.providerID }
-        set { update { $0.providerID = newValue } }
+        set { storage.update { $0.providerID = newValue } }
     }
 
     /// The endpoint the request went to, when one did.
     public var endpoint: Endpoint? {
         get { storage.fields.endpoint }
-        set { update { $0.endpoint = newValue } }
+        set { storage.update { $0.endpoint = newValue } }
     }
 
     /// The HTTP status of the response, when one arrived.
     public var httpStatus: Int? {
         get { storage.fields.httpStatus }
-        set { update { $0.httpStatus = newValue } }
+        set { storage.update { $0.httpStatus = newValue } }
     }
 
     /// The parsed RFC 6749 §5.2 error body, when the server sent one.
     public var response: ErrorResponse? {
         get { storage.fields.response }
-        set { update { $0.response = newValue } }
+        set { storage.update { $0.response = newValue } }
     }
 
     /// A human sentence of context; never holds a secret.
     public var message: String? {
         get { storage.fields.message }
-        set { update { $0.message = newValue } }
+        set { storage.update { $0.message = newValue } }
     }
 
     /// The lower-level error, such as a `URLError` or a POSIX error.
     public var underlying: (any Error)? {
         get { storage.fields.underlying }
-        set { update { $0.underlying = newValue } }
+        set { storage.update { $0.underlying = newValue } }
     }
 
     /// The fields, behind one reference: every `throws(OAuthError)` call reserves room for the
@@ -144,25 +144,14 @@ public struct OAuthError: Error, Sendable, Equatable {
         var underlying: (any Error)?
     }
 
-    /// Copy-on-write storage: `fields` changes only through ``update(_:)``, on a box no other copy holds.
-    private final class Storage: @unchecked Sendable {   // safe: mutated only while uniquely referenced (update), so no other thread can see it change
-        var fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    private var storage: Storage
-
-    private mutating func update(_ change: (inout Fields) -> Void) {
-        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
-        change(&storage.fields)
-    }
+    private var storage: CopyOnWrite<Fields>
 
     /// Creates an error; library code fills in what it knows.
     public init(
         _ code: Code, providerID: String? = nil, endpoint: Endpoint? = nil, httpStatus: Int? = nil,
         response: ErrorResponse? = nil, message: String? = nil, underlying: (any Error)? = nil
     ) {
-        storage = Storage(Fields(
+        storage = CopyOnWrite(Fields(
             code: code, providerID: providerID, endpoint: endpoint, httpStatus: httpStatus, response: response, message: message,
             underlying: underlying))
     }

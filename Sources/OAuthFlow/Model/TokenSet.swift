@@ -13,25 +13,25 @@ public struct TokenSet: Sendable, Codable {
     /// The provider that issued these tokens.
     public var providerID: String {
         get { storage.fields.providerID }
-        set { update { $0.providerID = newValue } }
+        set { storage.update { $0.providerID = newValue } }
     }
 
     /// The `access_token`.
     public var accessToken: Secret {
         get { storage.fields.accessToken }
-        set { update { $0.accessToken = newValue } }
+        set { storage.update { $0.accessToken = newValue } }
     }
 
     /// The `token_type` as sent (compare case-insensitively; see ``isBearer``).
     public var tokenType: String {
         get { storage.fields.tokenType }
-        set { update { $0.tokenType = newValue } }
+        set { storage.update { $0.tokenType = newValue } }
     }
 
     /// The `refresh_token`, when one was issued (or kept from before, RFC 6749 §6).
     public var refreshToken: Secret? {
         get { storage.fields.refreshToken }
-        set { update { $0.refreshToken = newValue } }
+        set { storage.update { $0.refreshToken = newValue } }
     }
 
     /// The OpenID Connect `id_token` as sent, once validated (the `id_token_hint` of
@@ -39,44 +39,44 @@ public struct TokenSet: Sendable, Codable {
     /// issued or it could not be validated (a provider without `issuer`: it is discarded).
     public var idToken: Secret? {
         get { storage.fields.idToken }
-        set { update { $0.idToken = newValue } }
+        set { storage.update { $0.idToken = newValue } }
     }
 
     /// The claims of ``idToken`` once validated (OpenID Connect Core §3.1.3.7); nil when there is no
     /// validated ID token.
     public var validatedIDToken: IDToken? {
         get { storage.fields.validatedIDToken }
-        set { update { $0.validatedIDToken = newValue } }
+        set { storage.update { $0.validatedIDToken = newValue } }
     }
 
     /// The granted scopes (the response's `scope`, or the requested ones when it is absent, RFC 6749 §5.1).
     public var scopes: [String] {
         get { storage.fields.scopes }
-        set { update { $0.scopes = newValue } }
+        set { storage.update { $0.scopes = newValue } }
     }
 
     /// When the token response arrived.
     public var issuedAt: Date {
         get { storage.fields.issuedAt }
-        set { update { $0.issuedAt = newValue } }
+        set { storage.update { $0.issuedAt = newValue } }
     }
 
     /// `issuedAt + expires_in`, or nil when the server gave no lifetime.
     public var expiresAt: Date? {
         get { storage.fields.expiresAt }
-        set { update { $0.expiresAt = newValue } }
+        set { storage.update { $0.expiresAt = newValue } }
     }
 
     /// The grant that produced the first token of this authorization.
     public var grant: GrantType {
         get { storage.fields.grant }
-        set { update { $0.grant = newValue } }
+        set { storage.update { $0.grant = newValue } }
     }
 
     /// True once a refresh failed with `invalid_grant`: only an interactive grant can help.
     public var needsReauthorization: Bool {
         get { storage.fields.needsReauthorization }
-        set { update { $0.needsReauthorization = newValue } }
+        set { storage.update { $0.needsReauthorization = newValue } }
     }
 
     /// The stored properties, behind one reference: a set is copied into the cache, the state, the
@@ -96,23 +96,12 @@ public struct TokenSet: Sendable, Codable {
         var needsReauthorization: Bool
     }
 
-    /// Copy-on-write storage: `fields` changes only through ``update(_:)``, on a box no other copy holds.
-    private final class Storage: @unchecked Sendable {   // safe: mutated only while uniquely referenced (update), so no other thread can see it change
-        var fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    private var storage: Storage
-
-    private mutating func update(_ change: (inout Fields) -> Void) {
-        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
-        change(&storage.fields)
-    }
+    private var storage: CopyOnWrite<Fields>
 
     /// Decodes the members `encode(to:)` writes (the property names).
     /// - Throws: `DecodingError` for a missing member or a wrong type.
     public init(from decoder: any Decoder) throws {
-        storage = Storage(try Fields(from: decoder))
+        storage = CopyOnWrite(try Fields(from: decoder))
     }
 
     /// Encodes every property under its name, tokens included: only for a store of your own.
@@ -127,7 +116,7 @@ public struct TokenSet: Sendable, Codable {
         idToken: Secret? = nil, validatedIDToken: IDToken? = nil, scopes: [String] = [], issuedAt: Date,
         expiresAt: Date? = nil, grant: GrantType, needsReauthorization: Bool = false
     ) {
-        storage = Storage(Fields(
+        storage = CopyOnWrite(Fields(
             providerID: providerID, accessToken: accessToken, tokenType: tokenType, refreshToken: refreshToken, idToken: idToken,
             validatedIDToken: validatedIDToken, scopes: scopes, issuedAt: issuedAt, expiresAt: expiresAt, grant: grant,
             needsReauthorization: needsReauthorization))

@@ -27,118 +27,118 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
     /// A unique, stable name such as `github`; also the store key.
     public var id: String {
         get { storage.fields.id }
-        set { update { $0.id = newValue } }
+        set { storage.update { $0.id = newValue } }
     }
 
     /// The authorization endpoint (RFC 6749 §3.1); needed for the browser grant.
     public var authorizationURL: URL? {
         get { storage.fields.authorizationURL }
-        set { update { $0.authorizationURL = newValue } }
+        set { storage.update { $0.authorizationURL = newValue } }
     }
 
     /// The token endpoint (RFC 6749 §3.2); nil to take it from discovery (then ``issuer`` is required).
     public var tokenURL: URL? {
         get { storage.fields.tokenURL }
-        set { update { $0.tokenURL = newValue } }
+        set { storage.update { $0.tokenURL = newValue } }
     }
 
     /// The device authorization endpoint (RFC 8628 §3.1).
     public var deviceAuthorizationURL: URL? {
         get { storage.fields.deviceAuthorizationURL }
-        set { update { $0.deviceAuthorizationURL = newValue } }
+        set { storage.update { $0.deviceAuthorizationURL = newValue } }
     }
 
     /// The revocation endpoint (RFC 7009).
     public var revocationURL: URL? {
         get { storage.fields.revocationURL }
-        set { update { $0.revocationURL = newValue } }
+        set { storage.update { $0.revocationURL = newValue } }
     }
 
     /// The introspection endpoint (RFC 7662).
     public var introspectionURL: URL? {
         get { storage.fields.introspectionURL }
-        set { update { $0.introspectionURL = newValue } }
+        set { storage.update { $0.introspectionURL = newValue } }
     }
 
     /// The OpenID Connect userinfo endpoint.
     public var userinfoURL: URL? {
         get { storage.fields.userinfoURL }
-        set { update { $0.userinfoURL = newValue } }
+        set { storage.update { $0.userinfoURL = newValue } }
     }
 
     /// The issuer identifier (RFC 8414 §2): where discovery starts, what ID tokens' `iss` and a
     /// callback's `iss` (RFC 9207) must equal exactly.
     public var issuer: String? {
         get { storage.fields.issuer }
-        set { update { $0.issuer = newValue } }
+        set { storage.update { $0.issuer = newValue } }
     }
 
     /// The JWKS URL for ID token signatures; nil to take `jwks_uri` from discovery.
     public var jwksURL: URL? {
         get { storage.fields.jwksURL }
-        set { update { $0.jwksURL = newValue } }
+        set { storage.update { $0.jwksURL = newValue } }
     }
 
     /// The RP-initiated logout endpoint (OpenID Connect RP-Initiated Logout 1.0); nil to take
     /// `end_session_endpoint` from discovery.
     public var endSessionURL: URL? {
         get { storage.fields.endSessionURL }
-        set { update { $0.endSessionURL = newValue } }
+        set { storage.update { $0.endSessionURL = newValue } }
     }
 
     /// The JWS algorithms accepted for ID tokens, such as `["RS256", "ES256"]`; nil for the
     /// default (see `Documentation/OIDC.md`). `HS256`/`384`/`512` only when named here.
     public var idTokenSigningAlgorithms: [String]? {
         get { storage.fields.idTokenSigningAlgorithms }
-        set { update { $0.idTokenSigningAlgorithms = newValue } }
+        set { storage.update { $0.idTokenSigningAlgorithms = newValue } }
     }
 
     /// The `client_id`.
     public var clientID: String {
         get { storage.fields.clientID }
-        set { update { $0.clientID = newValue } }
+        set { storage.update { $0.clientID = newValue } }
     }
 
     /// The client secret, resolved at load time (inline, `clientSecretEnv` or `clientSecretFile`).
     public var clientSecret: Secret? {
         get { storage.fields.clientSecret }
-        set { update { $0.clientSecret = newValue } }
+        set { storage.update { $0.clientSecret = newValue } }
     }
 
     /// How to authenticate at the token endpoint.
     public var clientAuthentication: ClientAuthentication {
         get { storage.fields.clientAuthentication }
-        set { update { $0.clientAuthentication = newValue } }
+        set { storage.update { $0.clientAuthentication = newValue } }
     }
 
     /// The registered redirect URI for the authorization code grant.
     public var redirectURI: URL? {
         get { storage.fields.redirectURI }
-        set { update { $0.redirectURI = newValue } }
+        set { storage.update { $0.redirectURI = newValue } }
     }
 
     /// The default scopes to request.
     public var scopes: [String] {
         get { storage.fields.scopes }
-        set { update { $0.scopes = newValue } }
+        set { storage.update { $0.scopes = newValue } }
     }
 
     /// Extra authorization request parameters, such as `login_hint` or `prompt`.
     public var authorizationParameters: [String: String] {
         get { storage.fields.authorizationParameters }
-        set { update { $0.authorizationParameters = newValue } }
+        set { storage.update { $0.authorizationParameters = newValue } }
     }
 
     /// A `User-Agent` to send instead of the default.
     public var userAgent: String? {
         get { storage.fields.userAgent }
-        set { update { $0.userAgent = newValue } }
+        set { storage.update { $0.userAgent = newValue } }
     }
 
     /// Emit debug log events (shapes, never values) for this provider.
     public var debug: Bool {
         get { storage.fields.debug }
-        set { update { $0.debug = newValue } }
+        set { storage.update { $0.debug = newValue } }
     }
 
     /// The stored properties, behind one reference: a grant, a request and a flow each copy the
@@ -166,18 +166,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         var debug: Bool
     }
 
-    /// Copy-on-write storage: `fields` changes only through ``update(_:)``, on a box no other copy holds.
-    private final class Storage: @unchecked Sendable {   // safe: mutated only while uniquely referenced (update), so no other thread can see it change
-        var fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    private var storage: Storage
-
-    private mutating func update(_ change: (inout Fields) -> Void) {
-        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
-        change(&storage.fields)
-    }
+    private var storage: CopyOnWrite<Fields>
 
     /// Creates a provider; call ``validate()`` (``AuthFlow`` does) before use.
     ///
@@ -190,7 +179,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         clientAuthentication: ClientAuthentication? = nil, redirectURI: URL? = nil, scopes: [String] = [],
         authorizationParameters: [String: String] = [:], userAgent: String? = nil, debug: Bool = false
     ) {
-        storage = Storage(Fields(
+        storage = CopyOnWrite(Fields(
             id: id, authorizationURL: authorizationURL, tokenURL: tokenURL, deviceAuthorizationURL: deviceAuthorizationURL,
             revocationURL: revocationURL, introspectionURL: introspectionURL, userinfoURL: userinfoURL, issuer: issuer,
             jwksURL: jwksURL, endSessionURL: endSessionURL, idTokenSigningAlgorithms: idTokenSigningAlgorithms,
@@ -222,7 +211,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
 
     /// Equal when every field but the secret matches and both secrets are equal in constant time.
     public static func == (lhs: Provider, rhs: Provider) -> Bool {
-        if lhs.storage === rhs.storage { return true }   // copies of one provider
+        if lhs.storage.isIdentical(to: rhs.storage) { return true }   // copies of one provider
         let secretsEqual: Bool
         switch (lhs.clientSecret, rhs.clientSecret) {
         case (nil, nil): secretsEqual = true
