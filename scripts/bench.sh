@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # OAuthFlow's rows of the peer benchmark, measured the way Documentation/Performance.md reports them:
-# a release build (static Swift runtime, static libstdc++, packed relocations: README, "Release build"), the harness run BENCH_RUNS times (default 2) with
+# the release build of README, "Release build" (scripts/release-build.sh, with a function order from
+# short profiled runs: BENCH_ORDER=0 leaves it out), the harness run BENCH_RUNS times (default 2) with
 # go-x-oauth2, oauthflow (oauthflow-bench) and authflow-cli (`authflow token` on a cached token),
 # the peak RSS of M2 for ours and Go's, then a markdown table of every run, the mean, and the
 # ratio to Go against each target of issue 8.
@@ -13,6 +14,7 @@
 #                     outside the repository, so the repository's own .build is left alone)
 #   BENCH_RUNS        harness runs (default 2)
 #   BENCH_SKIP_BUILD  1: use the binaries already in BENCH_BUILD_DIR
+#   BENCH_ORDER       0: link without the profiled function order (step 4; it needs valgrind)
 #   BENCH_PORT, BENCH_NGINX_PREFIX   passed to the harness (its defaults: 18080, /tmp/oauthbench-nginx)
 #   BENCH_REPORT      where the markdown goes as well as stdout (default $TMPDIR/oauthflow-bench-report.md)
 #   BENCH_ALSO        more harness rows for the same runs, comma-separated (default curl-keepalive,c-rawsock:
@@ -55,35 +57,12 @@ if server_running; then
   exit 3
 fi
 
-# 2. Release build: static Swift runtime, and libstdc++ (the runtime's C++ support) linked statically
-#    too when its archive is installed (see README, "Release build").
-STATIC_CXX=()
-archive="$(c++ -print-file-name=libstdc++.a 2>/dev/null || true)"
-if [[ "$archive" == /* && -f "$archive" ]]; then
-  # -lstdc++ (which the static Swift runtime asks for) then finds this linker script before the shared library.
-  mkdir -p "$BUILD/static-libstdc++"
-  printf 'INPUT(%s)\n' "$archive" > "$BUILD/static-libstdc++/libstdc++.so"
-  STATIC_CXX=(-Xswiftc "-L$BUILD/static-libstdc++")
-else
-  say "no libstdc++.a (install g++ / libstdc++-12-dev): libstdc++ stays a shared library"
-fi
-# Packed relative relocations (DT_RELR): the toolchain's lld writes the executable's ~38,000
-# relative relocations as a 7 KB bitmap instead of a 900 KB table that ld.so reads at every start
-# (and that stays resident). Needs glibc 2.36 at run time (Debian 12's); see README, "Release build".
-RELR=()
-lld="$(dirname "$(command -v swift)")/ld.lld"
-glibc="$(ldd --version 2>/dev/null | head -1 | grep -oE '[0-9]+\.[0-9]+$' || true)"
-if [[ -x "$lld" && -n "$glibc" ]] && printf '2.36\n%s\n' "$glibc" | sort -V -C; then
-  RELR=(-Xswiftc -Xclang-linker -Xswiftc -fuse-ld=lld -Xlinker -z -Xlinker pack-relative-relocs)
-else
-  say "no ld.lld beside swift, or glibc older than 2.36: relative relocations stay unpacked"
-fi
+# 2. The release build of README, "Release build" (scripts/release-build.sh): static Swift runtime,
+#    static libstdc++ when its archive is installed, lld with packed relative relocations. The
+#    function order comes in step 4, once the CLI has a store to answer from.
 if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
-  for product in oauthflow-bench authflow; do
-    say "building $product (release, --static-swift-stdlib${STATIC_CXX[*]:+, static libstdc++}${RELR[*]:+, packed relocations}) in $BUILD"
-    (cd "$REPO" && swift build -c release --static-swift-stdlib "${STATIC_CXX[@]}" "${RELR[@]}" --scratch-path "$BUILD" --product "$product" 2>&1 \
-      | grep -E 'error|warning: |Compiling|Build complete' | grep -v 'mktemp' >&2) || true
-  done
+  say "building oauthflow-bench and authflow (scripts/release-build.sh) in $BUILD"
+  "$REPO/scripts/release-build.sh" --scratch-path "$BUILD" oauthflow-bench authflow >/dev/null
 fi
 BIN="$BUILD/release"
 for binary in oauthflow-bench authflow; do
@@ -133,6 +112,43 @@ TSV="$CLI/clients.tsv"
 printf 'oauthflow\t%s\n' "$BIN/oauthflow-bench" > "$TSV"
 printf 'authflow-cli\t%s token\tAUTHFLOW_CONFIG=%s AUTHFLOW_STORE=%s\n' "$BIN/authflow" "$CLI/providers.json" "$CLI/store" >> "$TSV"
 
+# 4. The function order (README, "Release build"; BENCH_ORDER=0 skips it): short runs of the same
+#    work under callgrind (scripts/link-order.sh) list the functions each executable runs, and both
+#    are linked again with those first. authflow: `token`, `status` and the offline `demo`;
+#    oauthflow-bench: m5, pkce, m3, m1, m2 and m4 with small counts against the harness's nginx.
+if [[ "${BENCH_SKIP_BUILD:-0}" != 1 && "${BENCH_ORDER:-1}" != 0 ]] && command -v valgrind >/dev/null; then
+  orders="$BUILD/orders"
+  rm -rf "$orders"
+  mkdir -p "$orders"
+  say "profiling for the function order (valgrind; about two minutes)"
+  # valgrind profiles the process it starts (not children), so the environment is exported, not passed through env(1).
+  (
+    export AUTHFLOW_CONFIG="$CLI/providers.json" AUTHFLOW_STORE="$CLI/store"
+    "$REPO/scripts/link-order.sh" "$orders/authflow.order" "$BIN/authflow" -- "$BIN/authflow" token m5
+    "$REPO/scripts/link-order.sh" "$orders/authflow.order" "$BIN/authflow" -- "$BIN/authflow" status
+  )
+  "$REPO/scripts/link-order.sh" "$orders/authflow.order" "$BIN/authflow" -- "$BIN/authflow" demo
+  (cd "$HARNESS" && BENCH_SERVER_CPU="" ./server-start.sh >/dev/null)
+  trap '(cd "$HARNESS" && ./server-stop.sh >/dev/null 2>&1) || true' EXIT
+  (
+    export BENCH_NAME=order BENCH_TOKEN_URL="$TOKEN_URL" BENCH_WARMUP=10 BENCH_M1_N=200 BENCH_M2_N=500 BENCH_M3_N=10000 \
+      BENCH_M4_CALLERS=100 BENCH_PKCE_N=1000
+    for mode in m5 pkce m3 m1 m2 m4; do
+      "$REPO/scripts/link-order.sh" "$orders/oauthflow-bench.order" "$BIN/oauthflow-bench" -- "$BIN/oauthflow-bench" "$mode"
+    done
+  )
+  (cd "$HARNESS" && ./server-stop.sh >/dev/null)
+  trap - EXIT
+  for product in authflow oauthflow-bench; do
+    say "linking $product again with $(wc -l < "$orders/$product.order") functions first"
+    "$REPO/scripts/release-build.sh" --scratch-path "$BUILD" --order "$orders/$product.order" "$product" >/dev/null
+  done
+  [[ "$(AUTHFLOW_CONFIG="$CLI/providers.json" AUTHFLOW_STORE="$CLI/store" "$BIN/authflow" token m5)" == "$WANT" ]] \
+    || { say "the ordered authflow does not print the harness's token"; exit 1; }
+elif [[ "${BENCH_ORDER:-1}" != 0 && "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
+  say "no valgrind: the executables keep the linker's function order"
+fi
+
 # Peak RSS of M2 (KiB): each client run once more, pinned like the harness pins it, the harness's
 # environment, its resident-set peak from getrusage(RUSAGE_CHILDREN).
 measure_rss() {
@@ -153,7 +169,7 @@ PY
   trap - EXIT
 }
 
-# 4. The harness runs, each followed by the RSS measurement.
+# 5. The harness runs, each followed by the RSS measurement.
 RESULTS=()
 for run in $(seq 1 "$RUNS"); do
   say "harness run $run of $RUNS"
@@ -167,7 +183,7 @@ for run in $(seq 1 "$RUNS"); do
   RESULTS+=("$HARNESS/results/runs/$latest")
 done
 
-# 5. The table.
+# 6. The table.
 python3 - "${RESULTS[@]}" <<'PY' | tee "$REPORT"
 import json, os, re, sys
 runs = sys.argv[1:]

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The release build README.md ("Release build") describes: what Documentation/Performance.md measures.
+#
+# usage: scripts/release-build.sh [--scratch-path DIR] [--order FILE] [PRODUCT ...]   (default: authflow)
+#
+# - `--static-swift-stdlib`: the Swift runtime, FoundationEssentials and Dispatch linked in;
+# - libstdc++ linked statically when its archive is installed (g++ / libstdc++-12-dev): a linker
+#   script named libstdc++.so that points at libstdc++.a is put first on the library path;
+# - the toolchain's lld with packed relative relocations (DT_RELR) when glibc is 2.36 or later
+#   (Debian 12's): ld.so then reads a 7 KB bitmap at start instead of a 900 KB table;
+# - with --order FILE, lld places the functions FILE names first and together (one mangled symbol a
+#   line, as scripts/link-order.sh writes them): the code a process runs then sits in a few pages
+#   instead of being spread over the executable's 14 MB of text. Symbols it does not know are
+#   ignored, so an order file made from an older build still applies.
+#
+# Prints the path of each executable built. Every step that is not available is said and skipped.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SCRATCH="$REPO/.build"
+ORDER=""
+PRODUCTS=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --scratch-path) SCRATCH="$2"; shift 2 ;;
+    --order) ORDER="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "release-build.sh: unknown option $1" >&2; exit 64 ;;
+    *) PRODUCTS+=("$1"); shift ;;
+  esac
+done
+[[ ${#PRODUCTS[@]} -gt 0 ]] || PRODUCTS=(authflow)
+say() { printf 'release-build.sh: %s\n' "$*" >&2; }
+
+FLAGS=(-c release --static-swift-stdlib --scratch-path "$SCRATCH")
+
+archive="$(c++ -print-file-name=libstdc++.a 2>/dev/null || true)"
+if [[ "$archive" == /* && -f "$archive" ]]; then
+  mkdir -p "$SCRATCH/static-libstdc++"
+  printf 'INPUT(%s)\n' "$archive" > "$SCRATCH/static-libstdc++/libstdc++.so"
+  FLAGS+=(-Xswiftc "-L$SCRATCH/static-libstdc++")
+else
+  say "no libstdc++.a (install g++): libstdc++ stays a shared library"
+fi
+
+lld="$(dirname "$(command -v swift)")/ld.lld"
+glibc="$(ldd --version 2>/dev/null | head -1 | grep -oE '[0-9]+\.[0-9]+$' || true)"
+if [[ -x "$lld" && -n "$glibc" ]] && printf '2.36\n%s\n' "$glibc" | sort -V -C; then
+  FLAGS+=(-Xswiftc -Xclang-linker -Xswiftc -fuse-ld=lld -Xlinker -z -Xlinker pack-relative-relocs)
+  if [[ -n "$ORDER" ]]; then
+    [[ -s "$ORDER" ]] || { say "no order file at $ORDER"; exit 66; }
+    FLAGS+=(-Xlinker "--symbol-ordering-file=$ORDER" -Xlinker --no-warn-symbol-ordering)
+  fi
+else
+  say "no ld.lld beside swift, or glibc older than 2.36: the default linker, relocations unpacked${ORDER:+, no function order}"
+fi
+
+for product in "${PRODUCTS[@]}"; do
+  # Relink even when nothing was compiled: the order file may have changed.
+  rm -f "$SCRATCH/release/$product"
+  (cd "$REPO" && swift build "${FLAGS[@]}" --product "$product" 2>&1 | grep -E 'error|warning: |Build' | grep -v mktemp >&2) || true
+  [[ -x "$SCRATCH/release/$product" ]] || { say "the build produced no $SCRATCH/release/$product"; exit 1; }
+  echo "$SCRATCH/release/$product"
+done
