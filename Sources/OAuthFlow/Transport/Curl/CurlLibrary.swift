@@ -108,21 +108,3 @@ final class CurlHeaderList: @unchecked Sendable {
         return true
     }
 }
-
-/// Owns one `CURLM` multi handle; `curl_multi_cleanup` in `deinit`.
-final class CurlMultiHandle {
-    let raw: UnsafeMutableRawPointer
-    let library: CurlLibrary
-
-    init?(_ library: CurlLibrary) {
-        guard let raw = library.api.pointee.multi_init() else { return nil }
-        self.raw = raw
-        self.library = library
-    }
-
-    deinit { _ = library.api.pointee.multi_cleanup(raw) }
-
-    func set(_ option: CURLMoption, _ value: Int) {
-        _ = c_oauthflow_curl_multi_setopt_long(library.api, raw, option, value)
-    }
-}
