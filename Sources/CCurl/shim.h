@@ -105,6 +105,16 @@ static inline CURLcode c_oauthflow_curl_easy_setopt_write(const c_oauthflow_curl
     return api->easy_setopt(handle, option, value);
 }
 
+/* curl_easy_setopt(CURLOPT_OPENSOCKETFUNCTION). */
+static inline CURLcode c_oauthflow_curl_easy_setopt_opensocket(const c_oauthflow_curl_api *api, CURL *handle, curl_opensocket_callback value) {
+    return api->easy_setopt(handle, CURLOPT_OPENSOCKETFUNCTION, value);
+}
+
+/* curl_easy_setopt(CURLOPT_CLOSESOCKETFUNCTION). */
+static inline CURLcode c_oauthflow_curl_easy_setopt_closesocket(const c_oauthflow_curl_api *api, CURL *handle, curl_closesocket_callback value) {
+    return api->easy_setopt(handle, CURLOPT_CLOSESOCKETFUNCTION, value);
+}
+
 /* curl_easy_getinfo for a long (CURLINFO_RESPONSE_CODE, ...). */
 static inline CURLcode c_oauthflow_curl_easy_getinfo_long(const c_oauthflow_curl_api *api, CURL *handle, CURLINFO info, long *value) {
     return api->easy_getinfo(handle, info, value);

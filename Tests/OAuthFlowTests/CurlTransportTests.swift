@@ -48,6 +48,73 @@ struct CurlTransportTests {
         #expect(server.connectionCount == 1)
     }
 
+    @Test("a kept-alive connection the server closes while idle: the next request goes out on a new connection")
+    func idleConnectionClosedByServer() async throws {
+        let server = try TestHTTPServer(keepAlive: true)
+        defer { server.stop() }
+        server.script("/token", [TestHTTPServer.Reply.token("first").closingAfter(), .token("second")])
+        let transport = transport()
+
+        let first = try await transport.send(TransportTableTests.tokenRequest(server.baseURL))
+        // The engine keeps the idle socket registered; the server's close makes it readable while
+        // no transfer uses it.
+        #expect(await eventually { server.closedCount == 1 })
+        let second = try await transport.send(TransportTableTests.tokenRequest(server.baseURL))
+
+        #expect(first.status == 200 && second.status == 200)
+        #expect(String(decoding: second.body, as: UTF8.self).contains("second"))
+        #expect(server.requests("/token").count == 2)
+        #expect(server.connectionCount == 2)
+    }
+
+    @Test("sequential requests to a server that closes every connection: each gets a new socket, all complete")
+    func connectionPerRequest() async throws {
+        let server = try TestHTTPServer(keepAlive: false)
+        defer { server.stop() }
+        server.script("/token", [.token("at")])
+        let transport = transport()
+
+        // Closed sockets' numbers come back for the next connections: the engine must not take a
+        // new socket for the old one's registration.
+        for _ in 0..<40 {
+            let response = try await transport.send(TransportTableTests.tokenRequest(server.baseURL))
+            #expect(response.status == 200)
+        }
+
+        #expect(server.requests("/token").count == 40)
+        #expect(server.connectionCount == 40)
+    }
+
+    @Test("host names libcurl resolves on its resolver thread (localhost on two ports) between kept-alive connections")
+    func resolvedHostNames() async throws {
+        let first = try TestHTTPServer(keepAlive: true)
+        let second = try TestHTTPServer(keepAlive: true)
+        defer {
+            first.stop()
+            second.stop()
+        }
+        first.script("/token", [.token("one")])
+        second.script("/token", [.token("two")])
+        let transport = transport()
+
+        // Each new name and port is resolved on libcurl's resolver thread, whose socket the engine
+        // watches beside the kept-alive connections' sockets.
+        // (Not 127.0.0.1 as well: that is another connection, which this server, serving one
+        // connection at a time, would accept only once the first is idle for 5 s.)
+        let bases = ["http://localhost:\(first.port)", "http://localhost:\(second.port)",
+                     "http://localhost:\(first.port)", "http://localhost:\(second.port)"]
+        var bodies: [String] = []
+        for base in bases {
+            let response = try await transport.send(TransportTableTests.tokenRequest(base))
+            #expect(response.status == 200)
+            bodies.append(String(decoding: response.body, as: UTF8.self))
+        }
+
+        #expect(bodies.map { $0.contains("\"one\"") } == [true, false, true, false])
+        #expect(first.requests("/token").count == 2 && second.requests("/token").count == 2)
+        #expect(first.connectionCount == 1 && second.connectionCount == 1)
+    }
+
     @Test("a reused handle sends only the current request's method, body and headers")
     func reusedHandleCarriesNothingOver() async throws {
         let server = try TestHTTPServer(keepAlive: true)

@@ -31,9 +31,12 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi`, `activeCount`,
     private struct Watch {
         /// The epoll events libcurl wants for the descriptor; 0 when it watches nothing there.
         var wanted: UInt32 = 0
-        /// The events registered in the epoll set; 0 when it is not registered (as far as the
-        /// engine knows: a registration kept for an idle connection ends unseen when the socket is closed).
+        /// The events registered in the epoll set; 0 when it is not registered.
         var registered: UInt32 = 0
+        /// A socket libcurl opened and will close through the engine's callbacks
+        /// (`CURLOPT_OPENSOCKETFUNCTION`, `CURLOPT_CLOSESOCKETFUNCTION`), so ``registered`` is exact
+        /// even while libcurl does not watch it.
+        var owned = false
     }
 
     private struct Commands {
@@ -131,6 +134,7 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi`, `activeCount`,
         } else {
             guard let made = CurlEasyHandle(library) else { throw OAuthError(.transport, message: "libcurl could not create a handle") }
             CurlTransfer.configure(made, settings)
+            trackSockets(of: made)
             easy = made
         }
         return try CurlTransfer(request, easy: easy, headerList: list, settings: settings)
@@ -185,6 +189,25 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi`, `activeCount`,
                 (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte) == lower
             }
         }
+    }
+
+    /// Has libcurl open and close the sockets of `easy` through the engine, which then knows when a
+    /// descriptor it keeps registered is closed (see ``watch(_:_:)``). The socket is made exactly
+    /// as libcurl makes it without the callback: `socket(family, type, protocol)`.
+    private func trackSockets(of easy: CurlEasyHandle) {
+        let context = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
+        easy.set(CURLOPT_OPENSOCKETDATA, pointer: context)
+        easy.set(opensocket: { context, _, address in
+            guard let context, let address else { return CURL_SOCKET_BAD }
+            let socket = Glibc.socket(address.pointee.family, address.pointee.socktype, address.pointee.protocol)
+            if socket >= 0 { Unmanaged<CurlEngine>.fromOpaque(context).takeUnretainedValue().opened(socket) }
+            return socket
+        })
+        easy.set(CURLOPT_CLOSESOCKETDATA, pointer: context)
+        easy.set(closesocket: { context, socket in
+            if let context { Unmanaged<CurlEngine>.fromOpaque(context).takeUnretainedValue().closing(socket) }
+            return close(socket)
+        })
     }
 
     func add(_ transfer: CurlTransfer) {
@@ -307,11 +330,13 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi`, `activeCount`,
     /// `CURLMOPT_SOCKETFUNCTION`: libcurl wants `socket` watched for `what` (`CURL_POLL_*`), or no more.
     ///
     /// A socket libcurl stops watching while it waited for input stays registered for input: a
-    /// kept-alive connection does so between two requests, and the next request on it then costs an
-    /// `EPOLL_CTL_MOD` instead of a `DEL` and an `ADD`. libcurl may close such a socket without
-    /// saying so (the kernel then drops the registration), and the descriptor may come back as
-    /// another socket, so a kept registration is always renewed with `MOD`, and `ADD` follows when
-    /// the kernel no longer holds it. A kept socket that turns readable is dropped (``ready(_:events:running:)``).
+    /// kept-alive connection does so between two requests, and the next request on it then costs no
+    /// `epoll_ctl` at all instead of a `DEL` and an `ADD`. That is exact for the sockets the engine
+    /// saw libcurl open (``opened(_:)``), whose closing it sees too (``closing(_:)``). Any other
+    /// descriptor (the threaded resolver's socket pair) may be closed without a word, after which
+    /// the kernel has dropped its registration and the number may come back as another file: its
+    /// kept registration is renewed with `EPOLL_CTL_MOD`, followed by `ADD` when the kernel no longer
+    /// holds it. A kept socket that turns readable is dropped (``ready(_:events:running:)``).
     private func watch(_ socket: Int32, _ what: Int32) -> Int32 {
         let index = Int(socket)
         guard index >= 0 else { return -1 }
@@ -333,18 +358,33 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi`, `activeCount`,
         if watch.registered == 0 {
             failure = c_oauthflow_epoll_ctl(poller, c_oauthflow_epoll_add, socket, events)
             if failure == EEXIST { failure = c_oauthflow_epoll_ctl(poller, c_oauthflow_epoll_mod, socket, events) }
-        } else if watch.wanted == 0 || watch.registered != events {
+        } else if watch.registered != events || (watch.wanted == 0 && !watch.owned) {
             failure = c_oauthflow_epoll_ctl(poller, c_oauthflow_epoll_mod, socket, events)
             if failure == ENOENT { failure = c_oauthflow_epoll_ctl(poller, c_oauthflow_epoll_add, socket, events) }
         }
         guard failure == 0 else {
             // Not watched: the transfer ends at its deadline. -1 tells libcurl the callback failed.
-            watch = Watch()
+            watch.wanted = 0
+            watch.registered = 0
             return -1
         }
         watch.wanted = events
         watch.registered = events
         return 0
+    }
+
+    /// `CURLOPT_OPENSOCKETFUNCTION` made `socket`: whatever the number was before, it is a new file,
+    /// registered nowhere.
+    private func opened(_ socket: Int32) {
+        let index = Int(socket)
+        if index >= watches.count { watches.append(contentsOf: repeatElement(Watch(), count: index + 1 - watches.count)) }
+        watches[index] = Watch(owned: true)
+    }
+
+    /// `CURLOPT_CLOSESOCKETFUNCTION` is about to close `socket`, which drops its registration.
+    private func closing(_ socket: Int32) {
+        let index = Int(socket)
+        if index >= 0, index < watches.count { watches[index] = Watch() }
     }
 
     /// `CURLMOPT_TIMERFUNCTION`: call `CURL_SOCKET_TIMEOUT` in `milliseconds` (0: at once; -1: no timer).

@@ -76,6 +76,16 @@ final class CurlEasyHandle: @unchecked Sendable {
         c_oauthflow_curl_easy_setopt_write(library.api, raw, option, callback)
     }
 
+    @discardableResult
+    func set(opensocket callback: curl_opensocket_callback) -> CURLcode {
+        c_oauthflow_curl_easy_setopt_opensocket(library.api, raw, callback)
+    }
+
+    @discardableResult
+    func set(closesocket callback: curl_closesocket_callback) -> CURLcode {
+        c_oauthflow_curl_easy_setopt_closesocket(library.api, raw, callback)
+    }
+
     func info(_ info: CURLINFO) -> Int {
         var value = 0
         _ = c_oauthflow_curl_easy_getinfo_long(library.api, raw, info, &value)
