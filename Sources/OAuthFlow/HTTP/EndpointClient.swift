@@ -60,14 +60,14 @@ struct EndpointClient: Sendable {
         case .clientSecretBasic where authenticate:
             let secret = provider.clientSecret?.reveal() ?? ""
             let credentials = "\(FormEncoding.escape(provider.clientID)):\(FormEncoding.escape(secret))"
-            headers.append(("Authorization", "Basic \(Data(credentials.utf8).base64EncodedString())"))
+            headers.append(("Authorization", "Basic \(Data(utf8Of: credentials).base64EncodedString())"))
         case .clientSecretPost where authenticate:
             fields.append(("client_id", provider.clientID))
             fields.append(("client_secret", provider.clientSecret?.reveal() ?? ""))
         default:
             fields.append(("client_id", provider.clientID))
         }
-        return HTTPRequest(method: "POST", url: url, headers: headers, body: Data(FormEncoding.encode(fields).utf8))
+        return HTTPRequest(method: "POST", url: url, headers: headers, body: Data(utf8Of: FormEncoding.encode(fields)))
     }
 
     /// A GET of `url`; with `bearer`, authorized by that access token (RFC 6750 §2.1) — the
