@@ -105,6 +105,23 @@ struct HotPathTests {
         #expect(back.issuedAt == set.issuedAt && back.expiresAt == set.expiresAt)
     }
 
+    // MARK: Client authentication
+
+    @Test("client_secret_basic: the value AuthFlow makes once per provider is the one made per request, on every fetch")
+    func basicCredentialsOnce() async throws {
+        let mock = MockProvider()
+        mock.script(.token, [.token(access: "at-1"), .token(access: "at-2")])
+        let provider = mock.provider(id: "svc", clientID: "client id/1", clientSecret: "top secret:1+ü")
+        let flow = try await AuthFlow(providers: [provider], transport: mock.transport())
+        _ = try await flow.clientCredentials(provider: "svc")
+        _ = try await flow.clientCredentials(provider: "svc")
+
+        let expected = "Basic " + Data("client+id%2F1:top+secret%3A1%2B%C3%BC".utf8).base64EncodedString()
+        #expect(EndpointClient.basicAuthorization(for: provider) == expected)
+        #expect(mock.requests(.token).map { $0.header("Authorization") } == [expected, expected])
+        #expect(mock.requests(.token).map { $0.basicCredentials?.secret } == ["top secret:1+ü", "top secret:1+ü"])
+    }
+
     // MARK: The store's lock
 
     @Test("the in-process store lock: free, it is taken at once; held, callers wait and run one at a time")

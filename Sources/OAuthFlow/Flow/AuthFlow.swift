@@ -89,6 +89,9 @@ public actor AuthFlow {
 
     /// Written only by the actor; read without a hop by the fresh-token fast path.
     nonisolated let tokens: TokenCache
+    /// The `client_secret_basic` `Authorization` value of each provider that uses it, made once,
+    /// with the id and secret it was made from.
+    private nonisolated let basicAuthorizations: [String: (clientID: String, secret: String, value: String)]
     /// The background renewals of ``Options/proactiveRefresh``; cancelled when the flow goes away.
     nonisolated let proactiveTimers = ProactiveTimers()
     /// The renewal running for each provider, and the logout generation it began under.
@@ -114,6 +117,10 @@ public actor AuthFlow {
             byID[provider.id] = provider
         }
         self.providers = byID
+        self.basicAuthorizations = byID.compactMapValues { provider in
+            guard provider.clientAuthentication == .clientSecretBasic else { return nil }
+            return (provider.clientID, provider.clientSecret?.reveal() ?? "", EndpointClient.basicAuthorization(for: provider))
+        }
         self.tokens = TokenCache(providers: byID.keys, refreshMargin: options.refreshMargin)
         self.store = store
         self.transport = transport
@@ -224,8 +231,13 @@ public actor AuthFlow {
     public var authorizations: [String: Authorization] { tokens.all.mapValues(\.authorization) }
 
     func client(for provider: Provider) -> EndpointClient {
-        EndpointClient(provider: provider, transport: transport, userAgent: options.userAgent, log: logger,
-                       retry: Retrier(policy: options.retry, clock: options.clock, now: options.now, jitter: options.jitter))
+        var client = EndpointClient(provider: provider, transport: transport, userAgent: options.userAgent, log: logger,
+                                    retry: Retrier(policy: options.retry, clock: options.clock, now: options.now, jitter: options.jitter))
+        if let basic = basicAuthorizations[provider.id], basic.clientID == provider.clientID,
+           basic.secret == (provider.clientSecret?.reveal() ?? "") {
+            client.basicAuthorization = basic.value
+        }
+        return client
     }
 
     /// Reads every stored authorization again and publishes `.authorized` for each provider.

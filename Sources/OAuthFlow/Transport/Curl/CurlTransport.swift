@@ -291,7 +291,9 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
             response.headers = Dictionary(minimumCapacity: 12)
             return bytes.count
         }
-        guard let colon = bytes[..<end].firstIndex(of: UInt8(ascii: ":")) else { return bytes.count }
+        var colon = 0
+        while colon < end, bytes[colon] != UInt8(ascii: ":") { colon += 1 }
+        guard colon < end else { return bytes.count }
         var nameStart = 0
         var nameEnd = colon
         while nameStart < nameEnd, isBlank(bytes[nameStart]) { nameStart += 1 }
