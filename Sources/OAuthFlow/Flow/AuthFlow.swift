@@ -90,8 +90,8 @@ public actor AuthFlow {
     /// Written only by the actor; read without a hop by the fresh-token fast path.
     nonisolated let tokens: TokenCache
     /// The `client_secret_basic` `Authorization` value of each provider that uses it, made once,
-    /// with the id and secret it was made from.
-    private nonisolated let basicAuthorizations: [String: (clientID: String, secret: String, value: String)]
+    /// with the id and secret it was made from (secrets, so that `dump` of a flow shows neither).
+    private nonisolated let basicAuthorizations: [String: (clientID: String, secret: Secret, value: Secret)]
     /// The background renewals of ``Options/proactiveRefresh``; cancelled when the flow goes away.
     nonisolated let proactiveTimers = ProactiveTimers()
     /// The renewal running for each provider, and the logout generation it began under.
@@ -119,7 +119,7 @@ public actor AuthFlow {
         self.providers = byID
         self.basicAuthorizations = byID.compactMapValues { provider in
             guard provider.clientAuthentication == .clientSecretBasic else { return nil }
-            return (provider.clientID, provider.clientSecret?.reveal() ?? "", EndpointClient.basicAuthorization(for: provider))
+            return (provider.clientID, provider.clientSecret ?? Secret(""), Secret(EndpointClient.basicAuthorization(for: provider)))
         }
         self.tokens = TokenCache(providers: byID.keys, refreshMargin: options.refreshMargin)
         self.store = store
@@ -234,7 +234,7 @@ public actor AuthFlow {
         var client = EndpointClient(provider: provider, transport: transport, userAgent: options.userAgent, log: logger,
                                     retry: Retrier(policy: options.retry, clock: options.clock, now: options.now, jitter: options.jitter))
         if let basic = basicAuthorizations[provider.id], basic.clientID == provider.clientID,
-           basic.secret == (provider.clientSecret?.reveal() ?? "") {
+           basic.secret.reveal() == (provider.clientSecret?.reveal() ?? "") {
             client.basicAuthorization = basic.value
         }
         return client

@@ -46,7 +46,7 @@ struct EndpointClient: Sendable {
     var retry: Retrier = .none
     /// The `Authorization` value of `client_secret_basic` for ``provider``, when the caller made it
     /// already (``AuthFlow`` does once per provider); nil to make it for each request.
-    var basicAuthorization: String?
+    var basicAuthorization: Secret?
 
     /// The largest body accepted: the transport's own setting.
     var maximumBodySize: Int { transport.maximumBodySize }
@@ -61,7 +61,7 @@ struct EndpointClient: Sendable {
         ]
         switch provider.clientAuthentication {
         case .clientSecretBasic where authenticate:
-            headers.append(("Authorization", basicAuthorization ?? Self.basicAuthorization(for: provider)))
+            headers.append(("Authorization", basicAuthorization?.reveal() ?? Self.basicAuthorization(for: provider)))
         case .clientSecretPost where authenticate:
             fields.append(("client_id", provider.clientID))
             fields.append(("client_secret", provider.clientSecret?.reveal() ?? ""))
