@@ -455,7 +455,51 @@ struct CurlTransportTests {
         #expect(bodies.count == 16)
         for index in 0..<16 { #expect(bodies[index] == #"{"n":\#(index)}"#) }
     }
+
+    @Test("concurrent requests with different outcomes, finishing together, each get their own result")
+    func concurrentOutcomes() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        for index in 0..<6 { server.script("/r\(index)", [.json(#"{"n":\#(index)}"#)]) }
+        server.script("/missing", [.oauthError("not_found", status: 404)])
+        let closed = try LoopbackSocket.closedPort()
+        let transport = transport()
+
+        // 12 connections to the server at most (its listen backlog is 16). Responses that complete
+        // in the same round are handed back through the first caller resumed (CurlEngine.resume):
+        // every caller must still get exactly its own.
+        let outcomes = await withTaskGroup(of: (Int, String).self) { group in
+            for index in 0..<18 {
+                group.addTask {
+                    let url = switch index % 3 {
+                    case 0: server.baseURL + "/r\(index / 3)"
+                    case 1: server.baseURL + "/missing"
+                    default: "http://127.0.0.1:\(closed)/r"
+                    }
+                    do throws(OAuthError) {
+                        let response = try await transport.send(HTTPRequest(method: "GET", url: URL(string: url)!))
+                        return (index, "\(response.status) \(String(decoding: response.body, as: UTF8.self))")
+                    } catch {
+                        return (index, "\(error.code)")
+                    }
+                }
+            }
+            var outcomes: [Int: String] = [:]
+            for await (index, outcome) in group { outcomes[index] = outcome }
+            return outcomes
+        }
+
+        #expect(outcomes.count == 18)
+        for index in 0..<18 {
+            switch index % 3 {
+            case 0: #expect(outcomes[index] == #"200 {"n":\#(index / 3)}"#)
+            case 1: #expect(outcomes[index]?.hasPrefix("404 ") == true)
+            default: #expect(outcomes[index] == "transport")
+            }
+        }
+    }
 }
+
 
 /// `openssl s_server -www` on 127.0.0.1 with a fresh self-signed certificate for `localhost`.
 final class SelfSignedTLSServer: Sendable {

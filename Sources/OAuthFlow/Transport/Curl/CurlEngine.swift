@@ -405,22 +405,37 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi`, `activeCount`,
         return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
     }
 
-    /// Every transfer libcurl reports done.
+    /// Every transfer libcurl reports done, then their callers resumed (see ``resume(_:)``).
     private func readCompleted() {
         var left: Int32 = 0
+        var done: [(CurlTransfer, Result<HTTPResponse, OAuthError>)] = []
         while let message = library.api.pointee.multi_info_read(multi, &left) {
             guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
-            completed(handle, code: c_oauthflow_curl_msg_result(message))
+            if let finished = completed(handle, code: c_oauthflow_curl_msg_result(message)) { done.append(finished) }
         }
+        resume(done)
+    }
+
+    /// Resumes the caller of the first transfer; it resumes the others as soon as it runs
+    /// (``CurlTransfer/resumeFollowers()``, in ``CurlTransport/send(_:)``).
+    ///
+    /// Each resumption from this thread makes Dispatch wake a parked worker of the cooperative pool
+    /// when none runs, and on a busy CPU the woken worker takes the CPU at once: resuming ten callers
+    /// from here could cost ten wake-ups and twenty context switches. Resumed from the first caller's
+    /// worker, the others are queued behind it without a wake-up.
+    private func resume(_ done: [(CurlTransfer, Result<HTTPResponse, OAuthError>)]) {
+        guard let (first, result) = done.first else { return }
+        if done.count > 1 { first.followers = Array(done.dropFirst()) }
+        first.finish(result)
     }
 
     /// A transfer libcurl finished: out of the multi, the result read, the handle back in the pool
-    /// (after a clean transfer only), then the caller resumed.
-    private func completed(_ handle: UnsafeMutableRawPointer, code: CURLcode) {
+    /// (after a clean transfer only); the transfer and its result, for its caller.
+    private func completed(_ handle: UnsafeMutableRawPointer, code: CURLcode) -> (CurlTransfer, Result<HTTPResponse, OAuthError>)? {
         var context: UnsafeMutableRawPointer?
         _ = c_oauthflow_curl_easy_getinfo_pointer(library.api, handle, CURLINFO_PRIVATE, &context)
         _ = library.api.pointee.multi_remove_handle(multi, handle)
-        guard let context else { return }
+        guard let context else { return nil }
         // Every handle in the multi belongs to an active transfer retained by `run`.
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeRetainedValue()
         transfer.isActive = false
@@ -432,6 +447,6 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi`, `activeCount`,
                 if idle.count < Self.maximumIdleHandles { idle.append(easy) }
             }
         }
-        transfer.finish(result)
+        return (transfer, result)
     }
 }

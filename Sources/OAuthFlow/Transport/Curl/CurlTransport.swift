@@ -82,7 +82,8 @@ public final class CurlTransport: HTTPTransport {
         let engine = try runningEngine()
         let transfer = try engine.transfer(for: request)
         let result = await withTaskCancellationHandler {
-            // Resumed exactly once, by the engine thread (`CurlTransfer.finish`).
+            // Resumed exactly once (`CurlTransfer.finish`), by the engine thread or by the caller of
+            // a transfer that finished at the same time (`resumeFollowers`).
             await withUnsafeContinuation { continuation in
                 transfer.continuation = continuation
                 engine.add(transfer)
@@ -90,6 +91,7 @@ public final class CurlTransport: HTTPTransport {
         } onCancel: {
             engine.cancel(transfer)
         }
+        transfer.resumeFollowers()
         return try result.get()
     }
 
@@ -360,6 +362,18 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
         guard let continuation else { return }
         self.continuation = nil
         continuation.resume(returning: result)
+    }
+
+    /// Transfers that finished in the same round as this one, with their results: set by the engine
+    /// before it resumes this transfer's caller, which resumes theirs (``resumeFollowers()``).
+    var followers: [(CurlTransfer, Result<HTTPResponse, OAuthError>)] = []
+
+    /// Resumes the callers of ``followers``; called by this transfer's caller once it runs again.
+    func resumeFollowers() {
+        guard !followers.isEmpty else { return }
+        let followers = self.followers
+        self.followers = []
+        for (transfer, result) in followers { transfer.finish(result) }
     }
 
     private func message(for code: CURLcode, text: String) -> String {
