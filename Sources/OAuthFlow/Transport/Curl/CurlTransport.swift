@@ -127,8 +127,9 @@ struct CurlSettings: Sendable {
 /// One request: its easy handle, its header list, and the response as it arrives.
 ///
 /// Built on the caller's thread; once handed to the engine it is touched only on the engine's thread
-/// (callbacks and completion), except ``cancelled``.
-final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used by one thread at a time (caller, then engine); `cancelled` is atomic
+/// (callbacks and completion), except ``cancelled``, until the engine resumes a caller: then the
+/// transfer (and its ``followers``) belong to that caller's thread, which resumes the followers.
+final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used by one thread at a time (caller, engine, then the resumed caller), each hand-over through a Mutex or a continuation; `cancelled` is atomic
     let easy: CurlEasyHandle
     private let headerList: CurlHeaderList
     private let limit: Int
