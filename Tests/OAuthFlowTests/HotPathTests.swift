@@ -1,7 +1,6 @@
 import Foundation
 @testable import OAuthFlow
 import OAuthFlowTesting
-import Synchronization
 import Testing
 
 /// The fast paths of a fetch and of a cached lookup give the same answers as the general code:
@@ -126,8 +125,16 @@ struct HotPathTests {
 
     @Test("the in-process store lock: free, it is taken at once; held, callers wait and run one at a time")
     func storeLock() async throws {
-        final class Occupancy: Sendable {
-            let state = Mutex((now: 0, most: 0, done: 0))
+        actor Occupancy {
+            var now = 0, most = 0, done = 0
+            func enter() {
+                now += 1
+                most = max(most, now)
+            }
+            func leave() {
+                now -= 1
+                done += 1
+            }
         }
         let lock = KeyedAsyncLock()
         let occupancy = Occupancy()
@@ -136,15 +143,15 @@ struct HotPathTests {
             for _ in 0..<20 {
                 group.addTask {
                     _ = try? await lock.withLock("k") { () async throws(OAuthError) in
-                        occupancy.state.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+                        await occupancy.enter()
                         for _ in 0..<3 { await Task.yield() }
-                        occupancy.state.withLock { $0.now -= 1; $0.done += 1 }
+                        await occupancy.leave()
                     }
                 }
             }
         }
-        let seen = occupancy.state.withLock { $0 }
-        #expect(seen.now == 0 && seen.most == 1 && seen.done == 20)
+        let (now, most, done) = await (occupancy.now, occupancy.most, occupancy.done)
+        #expect(now == 0 && most == 1 && done == 20)
         // Another key is independent, and the first is free again.
         #expect(try await lock.withLock("other") { () async throws(OAuthError) in try await lock.withLock("k") { () async throws(OAuthError) in 2 } } == 2)
         let thrown = await #expect(throws: OAuthError.self) {
