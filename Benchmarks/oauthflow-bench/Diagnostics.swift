@@ -240,6 +240,23 @@ func runDiagAuthFlowRaw(_ config: Config) async -> Int32 {
     return 0
 }
 
+/// Answers every request at once with the harness's token response: no socket, no thread.
+struct InstantTransport: HTTPTransport {
+    let response = HTTPResponse(
+        status: 200, headers: ["Content-Type": "application/json", "Content-Length": String(benchTokenBody.count)], body: benchTokenBody)
+
+    func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse { response }
+}
+
+/// AuthFlow.clientCredentials over ``InstantTransport``: the pipeline's own cost per fetch (request
+/// building, the token response, the store's lock and save, the cache, the state publications),
+/// without any I/O. Under callgrind, the difference of two counts gives its instructions per fetch.
+func runDiagPipeline(_ config: Config) async -> Int32 {
+    guard let flow = await makeFlow(config, transport: InstantTransport()) else { return 1 }
+    await timeSequential(config, "pipeline", count: config.m1N, warmup: config.warmup) { await fetch(flow) }
+    return 0
+}
+
 func runDiagTransports(_ config: Config) async -> Int32 {
     guard let url = URL(string: config.tokenURL), let raw = RawSocketTransport(url: url) else {
         warn("diag-transports needs an http:// BENCH_TOKEN_URL")

@@ -1,7 +1,7 @@
 // oauthflow-bench: OAuthFlow's row in the peer benchmark (the harness in shared/bench; contract in
 // its README). Usage: `oauthflow-bench <mode>`, mode in m1 m2 m3 m4 pkce m5, plus the diagnostic
 // modes `diag-m2` (M2 through a transport wrapper that counts requests in flight), `diag-m2-easy`
-// (the same through blocking curl_easy_perform on Dispatch workers), `diag-seq`
+// (the same through blocking curl_easy_perform on Dispatch workers), `diag-seq`, `diag-pipeline`
 // (M1 split into transport-only and AuthFlow-overhead timings), `diag-transports` and
 // `diag-authflow-raw`, `diag-fleet`, `diag-pkce`, `diag-idtoken` (see Diagnostics.swift). Exit 3 = unknown mode.
 //
@@ -534,12 +534,12 @@ let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : ""
 if mode == "m5" { exit(runM5()) }
 
-let asyncModes: Set<String> = ["m1", "m2", "m3", "m4", "diag-m2", "diag-m2-easy", "diag-seq", "diag-transports", "diag-authflow-raw", "diag-fleet"]
+let asyncModes: Set<String> = ["m1", "m2", "m3", "m4", "diag-m2", "diag-m2-easy", "diag-seq", "diag-transports", "diag-authflow-raw", "diag-fleet", "diag-pipeline"]
 if mode == "pkce" { exit(runPKCE(Config.load())) }
 if mode == "diag-pkce" { exit(runDiagPKCE(Config.load())) }
 if mode == "diag-idtoken" { exit(runDiagIDToken(Config.load())) }
 guard asyncModes.contains(mode) else {
-    warn("mode \"\(mode)\" is not supported (modes: m1 m2 m3 m4 pkce m5 diag-m2 diag-m2-easy diag-seq diag-transports diag-authflow-raw diag-fleet diag-pkce diag-idtoken)")
+    warn("mode \"\(mode)\" is not supported (modes: m1 m2 m3 m4 pkce m5 diag-m2 diag-m2-easy diag-seq diag-transports diag-authflow-raw diag-fleet diag-pipeline diag-pkce diag-idtoken)")
     exit(3)
 }
 
@@ -561,6 +561,7 @@ Task.detached { [mode] in
     case "diag-transports": code = await runDiagTransports(config)
     case "diag-authflow-raw": code = await runDiagAuthFlowRaw(config)
     case "diag-fleet": code = await runDiagFleet(config)
+    case "diag-pipeline": code = await runDiagPipeline(config)
     default: code = await runDiagSequential(config)
     }
     status.store(code, ordering: .relaxed)

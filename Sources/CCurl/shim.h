@@ -15,7 +15,12 @@
 
 #include <curl/curl.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 typedef CURLcode (*c_oauthflow_curl_setopt_fn)(CURL *, CURLoption, ...);
 typedef CURLcode (*c_oauthflow_curl_getinfo_fn)(CURL *, CURLINFO, ...);
@@ -39,9 +44,7 @@ typedef struct c_oauthflow_curl_api {
     CURLMcode (*multi_cleanup)(CURLM *);
     CURLMcode (*multi_add_handle)(CURLM *, CURL *);
     CURLMcode (*multi_remove_handle)(CURLM *, CURL *);
-    CURLMcode (*multi_perform)(CURLM *, int *);
-    CURLMcode (*multi_poll)(CURLM *, struct curl_waitfd *, unsigned int, int, int *);
-    CURLMcode (*multi_wakeup)(CURLM *);
+    CURLMcode (*multi_socket_action)(CURLM *, curl_socket_t, int, int *);
     CURLMsg *(*multi_info_read)(CURLM *, int *);
     c_oauthflow_curlm_setopt_fn multi_setopt;
 } c_oauthflow_curl_api;
@@ -69,9 +72,7 @@ static inline int c_oauthflow_curl_load(c_oauthflow_curl_api *api) {
     C_OAUTHFLOW_CURL_SYMBOL(multi_cleanup, "curl_multi_cleanup")
     C_OAUTHFLOW_CURL_SYMBOL(multi_add_handle, "curl_multi_add_handle")
     C_OAUTHFLOW_CURL_SYMBOL(multi_remove_handle, "curl_multi_remove_handle")
-    C_OAUTHFLOW_CURL_SYMBOL(multi_perform, "curl_multi_perform")
-    C_OAUTHFLOW_CURL_SYMBOL(multi_poll, "curl_multi_poll")
-    C_OAUTHFLOW_CURL_SYMBOL(multi_wakeup, "curl_multi_wakeup")
+    C_OAUTHFLOW_CURL_SYMBOL(multi_socket_action, "curl_multi_socket_action")
     C_OAUTHFLOW_CURL_SYMBOL(multi_info_read, "curl_multi_info_read")
     C_OAUTHFLOW_CURL_SYMBOL(multi_setopt, "curl_multi_setopt")
     return 0;
@@ -103,6 +104,16 @@ static inline CURLcode c_oauthflow_curl_easy_setopt_write(const c_oauthflow_curl
     return api->easy_setopt(handle, option, value);
 }
 
+/* curl_easy_setopt(CURLOPT_OPENSOCKETFUNCTION). */
+static inline CURLcode c_oauthflow_curl_easy_setopt_opensocket(const c_oauthflow_curl_api *api, CURL *handle, curl_opensocket_callback value) {
+    return api->easy_setopt(handle, CURLOPT_OPENSOCKETFUNCTION, value);
+}
+
+/* curl_easy_setopt(CURLOPT_CLOSESOCKETFUNCTION). */
+static inline CURLcode c_oauthflow_curl_easy_setopt_closesocket(const c_oauthflow_curl_api *api, CURL *handle, curl_closesocket_callback value) {
+    return api->easy_setopt(handle, CURLOPT_CLOSESOCKETFUNCTION, value);
+}
+
 /* curl_easy_getinfo for a long (CURLINFO_RESPONSE_CODE, ...). */
 static inline CURLcode c_oauthflow_curl_easy_getinfo_long(const c_oauthflow_curl_api *api, CURL *handle, CURLINFO info, long *value) {
     return api->easy_getinfo(handle, info, value);
@@ -126,7 +137,93 @@ static inline CURLMcode c_oauthflow_curl_multi_setopt_long(const c_oauthflow_cur
     return api->multi_setopt(multi, option, value);
 }
 
+/* curl_multi_setopt with a pointer (CURLMOPT_SOCKETDATA, CURLMOPT_TIMERDATA). */
+static inline CURLMcode c_oauthflow_curl_multi_setopt_pointer(const c_oauthflow_curl_api *api, CURLM *multi, CURLMoption option, void *value) {
+    return api->multi_setopt(multi, option, value);
+}
+
+/* curl_multi_setopt(CURLMOPT_SOCKETFUNCTION). */
+static inline CURLMcode c_oauthflow_curl_multi_setopt_socket_function(const c_oauthflow_curl_api *api, CURLM *multi, curl_socket_callback value) {
+    return api->multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, value);
+}
+
+/* curl_multi_setopt(CURLMOPT_TIMERFUNCTION). */
+static inline CURLMcode c_oauthflow_curl_multi_setopt_timer_function(const c_oauthflow_curl_api *api, CURLM *multi, curl_multi_timer_callback value) {
+    return api->multi_setopt(multi, CURLMOPT_TIMERFUNCTION, value);
+}
+
 /* The fields of a CURLMsg that Swift cannot read through its union. */
 static inline CURLcode c_oauthflow_curl_msg_result(const CURLMsg *message) { return message->data.result; }
+
+/*
+ * The engine's event loop (CurlEngine.swift): an epoll set and an eventfd. struct epoll_event is
+ * packed on x86-64 and <sys/epoll.h> is not in Swift's Glibc module, so the calls are wrapped here
+ * and the events handed over as plain pairs.
+ */
+
+/* One ready descriptor: its epoll event bits and the descriptor registered with them. */
+typedef struct c_oauthflow_event {
+    uint32_t events;
+    int32_t fd;
+} c_oauthflow_event;
+
+/* The epoll event bits the engine uses. */
+static const uint32_t c_oauthflow_epollin = EPOLLIN;
+static const uint32_t c_oauthflow_epollout = EPOLLOUT;
+static const uint32_t c_oauthflow_epollerr = EPOLLERR;
+static const uint32_t c_oauthflow_epollhup = EPOLLHUP;
+static const uint32_t c_oauthflow_epollrdhup = EPOLLRDHUP;
+static const uint32_t c_oauthflow_epollet = EPOLLET;
+
+/* epoll_create1(EPOLL_CLOEXEC). */
+static inline int c_oauthflow_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+/* epoll_ctl for `fd` with `events`, the descriptor itself as the event's data; 0, or errno. */
+static inline int c_oauthflow_epoll_ctl(int epoll, int op, int fd, uint32_t events) {
+    struct epoll_event event;
+    event.events = events;
+    event.data.u64 = 0;
+    event.data.fd = fd;
+    return epoll_ctl(epoll, op, fd, &event) == 0 ? 0 : errno;
+}
+
+/* The epoll_ctl operations. */
+static const int c_oauthflow_epoll_add = EPOLL_CTL_ADD;
+static const int c_oauthflow_epoll_mod = EPOLL_CTL_MOD;
+static const int c_oauthflow_epoll_del = EPOLL_CTL_DEL;
+
+/* epoll_wait for at most 64 events into `out`; the count, or -1 with errno set. */
+static inline int c_oauthflow_epoll_wait(int epoll, c_oauthflow_event *out, int capacity, int timeout_ms) {
+    struct epoll_event events[64];
+    if (capacity > 64) { capacity = 64; }
+    int count = epoll_wait(epoll, events, capacity, timeout_ms);
+    for (int index = 0; index < count; index++) {
+        out[index].events = events[index].events;
+        out[index].fd = events[index].data.fd;
+    }
+    return count;
+}
+
+/* An eventfd for wake-ups: non-blocking, close-on-exec. */
+static inline int c_oauthflow_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+/*
+ * Adds 1 to the eventfd's counter (a wake-up); the engine never reads it: registered edge-triggered,
+ * every write is one event. Should the counter ever be full (2^64 - 2 writes), it is read back to
+ * zero first. Returns 0, or errno.
+ */
+static inline int c_oauthflow_eventfd_signal(int fd) {
+    uint64_t one = 1;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (write(fd, &one, sizeof one) == (ssize_t)sizeof one) { return 0; }
+        if (errno == EAGAIN) {
+            uint64_t drained;
+            (void)read(fd, &drained, sizeof drained);
+        } else if (errno != EINTR) {
+            return errno;
+        }
+    }
+    return EAGAIN;
+}
 
 #endif

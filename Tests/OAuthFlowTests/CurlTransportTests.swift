@@ -48,6 +48,73 @@ struct CurlTransportTests {
         #expect(server.connectionCount == 1)
     }
 
+    @Test("a kept-alive connection the server closes while idle: the next request goes out on a new connection")
+    func idleConnectionClosedByServer() async throws {
+        let server = try TestHTTPServer(keepAlive: true)
+        defer { server.stop() }
+        server.script("/token", [TestHTTPServer.Reply.token("first").closingAfter(), .token("second")])
+        let transport = transport()
+
+        let first = try await transport.send(TransportTableTests.tokenRequest(server.baseURL))
+        // The engine keeps the idle socket registered; the server's close makes it readable while
+        // no transfer uses it.
+        #expect(await eventually { server.closedCount == 1 })
+        let second = try await transport.send(TransportTableTests.tokenRequest(server.baseURL))
+
+        #expect(first.status == 200 && second.status == 200)
+        #expect(String(decoding: second.body, as: UTF8.self).contains("second"))
+        #expect(server.requests("/token").count == 2)
+        #expect(server.connectionCount == 2)
+    }
+
+    @Test("sequential requests to a server that closes every connection: each gets a new socket, all complete")
+    func connectionPerRequest() async throws {
+        let server = try TestHTTPServer(keepAlive: false)
+        defer { server.stop() }
+        server.script("/token", [.token("at")])
+        let transport = transport()
+
+        // Closed sockets' numbers come back for the next connections: the engine must not take a
+        // new socket for the old one's registration.
+        for _ in 0..<40 {
+            let response = try await transport.send(TransportTableTests.tokenRequest(server.baseURL))
+            #expect(response.status == 200)
+        }
+
+        #expect(server.requests("/token").count == 40)
+        #expect(server.connectionCount == 40)
+    }
+
+    @Test("host names libcurl resolves on its resolver thread (localhost on two ports) between kept-alive connections")
+    func resolvedHostNames() async throws {
+        let first = try TestHTTPServer(keepAlive: true)
+        let second = try TestHTTPServer(keepAlive: true)
+        defer {
+            first.stop()
+            second.stop()
+        }
+        first.script("/token", [.token("one")])
+        second.script("/token", [.token("two")])
+        let transport = transport()
+
+        // Each new name and port is resolved on libcurl's resolver thread, whose socket the engine
+        // watches beside the kept-alive connections' sockets.
+        // (Not 127.0.0.1 as well: that is another connection, which this server, serving one
+        // connection at a time, would accept only once the first is idle for 5 s.)
+        let bases = ["http://localhost:\(first.port)", "http://localhost:\(second.port)",
+                     "http://localhost:\(first.port)", "http://localhost:\(second.port)"]
+        var bodies: [String] = []
+        for base in bases {
+            let response = try await transport.send(TransportTableTests.tokenRequest(base))
+            #expect(response.status == 200)
+            bodies.append(String(decoding: response.body, as: UTF8.self))
+        }
+
+        #expect(bodies.map { $0.contains("\"one\"") } == [true, false, true, false])
+        #expect(first.requests("/token").count == 2 && second.requests("/token").count == 2)
+        #expect(first.connectionCount == 1 && second.connectionCount == 1)
+    }
+
     @Test("a reused handle sends only the current request's method, body and headers")
     func reusedHandleCarriesNothingOver() async throws {
         let server = try TestHTTPServer(keepAlive: true)
@@ -388,7 +455,51 @@ struct CurlTransportTests {
         #expect(bodies.count == 16)
         for index in 0..<16 { #expect(bodies[index] == #"{"n":\#(index)}"#) }
     }
+
+    @Test("concurrent requests with different outcomes, finishing together, each get their own result")
+    func concurrentOutcomes() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        for index in 0..<6 { server.script("/r\(index)", [.json(#"{"n":\#(index)}"#)]) }
+        server.script("/missing", [.oauthError("not_found", status: 404)])
+        let closed = try LoopbackSocket.closedPort()
+        let transport = transport()
+
+        // 12 connections to the server at most (its listen backlog is 16). Responses that complete
+        // in the same round are handed back through the first caller resumed (CurlEngine.resume):
+        // every caller must still get exactly its own.
+        let outcomes = await withTaskGroup(of: (Int, String).self) { group in
+            for index in 0..<18 {
+                group.addTask {
+                    let url = switch index % 3 {
+                    case 0: server.baseURL + "/r\(index / 3)"
+                    case 1: server.baseURL + "/missing"
+                    default: "http://127.0.0.1:\(closed)/r"
+                    }
+                    do throws(OAuthError) {
+                        let response = try await transport.send(HTTPRequest(method: "GET", url: URL(string: url)!))
+                        return (index, "\(response.status) \(String(decoding: response.body, as: UTF8.self))")
+                    } catch {
+                        return (index, "\(error.code)")
+                    }
+                }
+            }
+            var outcomes: [Int: String] = [:]
+            for await (index, outcome) in group { outcomes[index] = outcome }
+            return outcomes
+        }
+
+        #expect(outcomes.count == 18)
+        for index in 0..<18 {
+            switch index % 3 {
+            case 0: #expect(outcomes[index] == #"200 {"n":\#(index / 3)}"#)
+            case 1: #expect(outcomes[index]?.hasPrefix("404 ") == true)
+            default: #expect(outcomes[index] == "transport")
+            }
+        }
+    }
 }
+
 
 /// `openssl s_server -www` on 127.0.0.1 with a fresh self-signed certificate for `localhost`.
 final class SelfSignedTLSServer: Sendable {

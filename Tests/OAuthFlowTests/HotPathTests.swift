@@ -36,6 +36,27 @@ struct HotPathTests {
         #expect(error?.message?.contains(reason) == true, "\(error?.message ?? "no message")")
     }
 
+    @Test("an object's members are found by name the same way with few members (compared) and many (hashed)", arguments: [3, 12])
+    func jsonMembers(count: Int) throws {
+        var members = (0..<count).map { #""m\#($0)":\#($0)"# }
+        members.append(#""caf\u00e9":"precomposed""#)
+        members.append(#""empty":null"#)
+        let object = try JSONObject(JSONValue.parse(Data("{\(members.joined(separator: ","))}".utf8)), what: "the test", failure: {
+            OAuthError(.invalidResponse, message: $0)
+        })
+        for index in 0..<count { #expect(object.value("m\(index)") == .number("\(index)")) }
+        #expect(object.value("m\(count)") == nil)
+        #expect(object.value("empty") == nil, "null counts as absent")
+        #expect(object.contains("m0") && !object.contains("M0"))
+        #expect(try object.string("caf\u{65}\u{301}") == "precomposed", "canonically equivalent names are equal Strings, as for a Dictionary")
+    }
+
+    @Test("Data(utf8Of:) holds the same bytes as Data(text.utf8)", arguments: ["", "grant_type=client_credentials", "ünï€😀", String(repeating: "x", count: 300)])
+    func utf8Data(text: String) {
+        #expect(Data(utf8Of: text) == Data(text.utf8))
+        #expect(Data(utf8Of: text.lowercased() + text) == Data((text.lowercased() + text).utf8))
+    }
+
     // MARK: Stored entries
 
     @Test("an entry round-trips whether its strings go out as they are or escaped", arguments: [
@@ -66,6 +87,78 @@ struct HotPathTests {
         let expected = #"{"tokens":{"accessToken":"at","expiresAt":1767225600,"grant":"client_credentials","issuedAt":1767222000,"#
             + #""needsReauthorization":false,"providerID":"billing","scopes":["read"],"tokenType":"Bearer"},"version":1}"#
         #expect(String(decoding: StoredEntry.encode(set), as: UTF8.self) == expected)
+    }
+
+    @Test("an entry's times are written as JSONValue writes numbers: whole seconds as integers, fractions in the shortest round-trip form",
+          arguments: [1_767_222_000, 1_767_222_000.5, 1_796_183_423.123456, 0.1, 86_400.25, 253_402_296_000.75])
+    func storedEntryTimes(seconds: Double) throws {
+        let set = TokenSet(providerID: "p", accessToken: Secret("at"), issuedAt: Date(timeIntervalSince1970: seconds),
+                           expiresAt: Date(timeIntervalSince1970: seconds + 3600), grant: .clientCredentials)
+        var issued = ""
+        JSONValue.number(set.issuedAt.timeIntervalSince1970).write(into: &issued)
+        var expires = ""
+        JSONValue.number(set.expiresAt!.timeIntervalSince1970).write(into: &expires)
+        let text = String(decoding: StoredEntry.encode(set), as: UTF8.self)
+        #expect(text.contains(#""issuedAt":\#(issued),"#) && text.contains(#""expiresAt":\#(expires),"#), "\(text)")
+        let back = try StoredEntry.decode(StoredEntry.encode(set), key: "p")
+        #expect(back.issuedAt == set.issuedAt && back.expiresAt == set.expiresAt)
+    }
+
+    // MARK: Client authentication
+
+    @Test("client_secret_basic: the value AuthFlow makes once per provider is the one made per request, on every fetch")
+    func basicCredentialsOnce() async throws {
+        let mock = MockProvider()
+        mock.script(.token, [.token(access: "at-1"), .token(access: "at-2")])
+        let provider = mock.provider(id: "svc", clientID: "client id/1", clientSecret: "top secret:1+ü")
+        let flow = try await AuthFlow(providers: [provider], transport: mock.transport())
+        _ = try await flow.clientCredentials(provider: "svc")
+        _ = try await flow.clientCredentials(provider: "svc")
+
+        let expected = "Basic " + Data("client+id%2F1:top+secret%3A1%2B%C3%BC".utf8).base64EncodedString()
+        #expect(EndpointClient.basicAuthorization(for: provider) == expected)
+        #expect(mock.requests(.token).map { $0.header("Authorization") } == [expected, expected])
+        #expect(mock.requests(.token).map { $0.basicCredentials?.secret } == ["top secret:1+ü", "top secret:1+ü"])
+    }
+
+    // MARK: The store's lock
+
+    @Test("the in-process store lock: free, it is taken at once; held, callers wait and run one at a time")
+    func storeLock() async throws {
+        actor Occupancy {
+            var now = 0, most = 0, done = 0
+            func enter() {
+                now += 1
+                most = max(most, now)
+            }
+            func leave() {
+                now -= 1
+                done += 1
+            }
+        }
+        let lock = KeyedAsyncLock()
+        let occupancy = Occupancy()
+        #expect(try await lock.withLock("k") { () async throws(OAuthError) in 1 } == 1)
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<20 {
+                group.addTask {
+                    _ = try? await lock.withLock("k") { () async throws(OAuthError) in
+                        await occupancy.enter()
+                        for _ in 0..<3 { await Task.yield() }
+                        await occupancy.leave()
+                    }
+                }
+            }
+        }
+        let (now, most, done) = await (occupancy.now, occupancy.most, occupancy.done)
+        #expect(now == 0 && most == 1 && done == 20)
+        // Another key is independent, and the first is free again.
+        #expect(try await lock.withLock("other") { () async throws(OAuthError) in try await lock.withLock("k") { () async throws(OAuthError) in 2 } } == 2)
+        let thrown = await #expect(throws: OAuthError.self) {
+            try await lock.withLock("k") { () async throws(OAuthError) -> Int in throw OAuthError(.storage, message: "x") }
+        }
+        #expect(thrown?.code == .storage)
+        #expect(try await lock.withLock("k") { () async throws(OAuthError) in 3 } == 3, "a throwing body releases the lock")
     }
 
     // MARK: Provider slots

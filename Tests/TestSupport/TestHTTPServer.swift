@@ -19,6 +19,9 @@ public final class TestHTTPServer: Sendable {
         public var closeDelimited = false
         /// Waits this long before answering (the server answers one request at a time meanwhile).
         public var delay: Duration = .zero
+        /// Answers as a kept-alive connection would (`Connection: keep-alive`, `Content-Length`),
+        /// then closes the connection anyway: a server dropping an idle connection.
+        public var closesAfter = false
 
         /// A reply with any status, body and headers.
         public init(status: Int, body: String, headers: [String: String] = [:], closeDelimited: Bool = false) {
@@ -26,6 +29,13 @@ public final class TestHTTPServer: Sendable {
             self.body = body
             self.headers = headers
             self.closeDelimited = closeDelimited
+        }
+
+        /// The same reply, after which the server closes the kept-alive connection (see ``closesAfter``).
+        public func closingAfter() -> Reply {
+            var copy = self
+            copy.closesAfter = true
+            return copy
         }
 
         /// The same reply, sent after `delay`.
@@ -83,6 +93,7 @@ public final class TestHTTPServer: Sendable {
     private let listener: Int32
     private let stopped = Mutex(false)
     private let accepted = Mutex(0)
+    private let closed = Mutex(0)
     private let keepAlive: Bool
     /// The port it listens on, on 127.0.0.1.
     public let port: UInt16
@@ -116,6 +127,9 @@ public final class TestHTTPServer: Sendable {
     /// How many connections were accepted so far.
     public var connectionCount: Int { accepted.withLock { $0 } }
 
+    /// How many connections the server has closed so far.
+    public var closedCount: Int { closed.withLock { $0 } }
+
     /// Stops accepting (the serving thread notices within 100 ms).
     public func stop() { stopped.withLock { $0 = true } }
 
@@ -129,6 +143,7 @@ public final class TestHTTPServer: Sendable {
             var served = 0
             while handle(client), keepAlive, served < 1000, !stopped.withLock({ $0 }) { served += 1 }
             close(client)
+            closed.withLock { $0 += 1 }
         }
     }
 
@@ -192,7 +207,7 @@ public final class TestHTTPServer: Sendable {
             guard count > 0 else { return false }
             sent += count
         }
-        return persistent
+        return persistent && !reply.closesAfter
     }
 
     static func find(_ needle: [UInt8], in data: [UInt8]) -> Int? {

@@ -93,6 +93,9 @@ public actor AuthFlow {
 
     /// Written only by the actor; read without a hop by the fresh-token fast path.
     nonisolated let tokens: TokenCache
+    /// The `client_secret_basic` `Authorization` value of each provider that uses it, made once,
+    /// with the id and secret it was made from (secrets, so that `dump` of a flow shows neither).
+    private nonisolated let basicAuthorizations: [String: (clientID: String, secret: Secret, value: Secret)]
     /// The background renewals of ``Options/proactiveRefresh``; cancelled when the flow goes away.
     nonisolated let proactiveTimers = ProactiveTimers()
     /// The renewal running for each provider, and the logout generation it began under.
@@ -118,6 +121,10 @@ public actor AuthFlow {
             byID[provider.id] = provider
         }
         self.providers = byID
+        self.basicAuthorizations = byID.compactMapValues { provider in
+            guard provider.clientAuthentication == .clientSecretBasic else { return nil }
+            return (provider.clientID, provider.clientSecret ?? Secret(""), Secret(EndpointClient.basicAuthorization(for: provider)))
+        }
         self.tokens = TokenCache(providers: byID.keys, refreshMargin: options.refreshMargin)
         self.store = store
         self.transport = transport
@@ -228,8 +235,14 @@ public actor AuthFlow {
     public var authorizations: [String: Authorization] { tokens.all.mapValues(\.authorization) }
 
     func client(for provider: Provider) -> EndpointClient {
-        EndpointClient(provider: provider, transport: transport, userAgent: options.userAgent, log: logger,
-                       retry: Retrier(policy: options.retry, clock: options.clock, now: options.now, jitter: options.jitter))
+        var basicAuthorization: Secret?
+        if let basic = basicAuthorizations[provider.id], basic.clientID == provider.clientID,
+           basic.secret.reveal() == (provider.clientSecret?.reveal() ?? "") {
+            basicAuthorization = basic.value
+        }
+        return EndpointClient(provider: provider, transport: transport, userAgent: options.userAgent, log: logger,
+                              retry: Retrier(policy: options.retry, clock: options.clock, now: options.now, jitter: options.jitter),
+                              basicAuthorization: basicAuthorization)
     }
 
     /// Reads every stored authorization again and publishes `.authorized` for each provider.

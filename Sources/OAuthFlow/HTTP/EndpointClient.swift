@@ -51,13 +51,20 @@ final class EndpointClient: Sendable {
     let log: Logger
     /// Retries for the requests sent with a ``RetryScope`` (token requests; see Retry.swift).
     let retry: Retrier
+    /// The `Authorization` value of `client_secret_basic` for ``provider``, when the caller made it
+    /// already (``AuthFlow`` does once per provider); nil to make it for each request.
+    let basicAuthorization: Secret?
 
-    init(provider: Provider, transport: any HTTPTransport, userAgent: String, log: Logger, retry: Retrier = .none) {
+    init(
+        provider: Provider, transport: any HTTPTransport, userAgent: String, log: Logger, retry: Retrier = .none,
+        basicAuthorization: Secret? = nil
+    ) {
         self.provider = provider
         self.transport = transport
         self.userAgent = userAgent
         self.log = log
         self.retry = retry
+        self.basicAuthorization = basicAuthorization
     }
 
     /// The largest body accepted: the transport's own setting.
@@ -73,16 +80,20 @@ final class EndpointClient: Sendable {
         ]
         switch provider.clientAuthentication {
         case .clientSecretBasic where authenticate:
-            let secret = provider.clientSecret?.reveal() ?? ""
-            let credentials = "\(FormEncoding.escape(provider.clientID)):\(FormEncoding.escape(secret))"
-            headers.append(("Authorization", "Basic \(Data(credentials.utf8).base64EncodedString())"))
+            headers.append(("Authorization", basicAuthorization?.reveal() ?? Self.basicAuthorization(for: provider)))
         case .clientSecretPost where authenticate:
             fields.append(("client_id", provider.clientID))
             fields.append(("client_secret", provider.clientSecret?.reveal() ?? ""))
         default:
             fields.append(("client_id", provider.clientID))
         }
-        return HTTPRequest(method: "POST", url: url, headers: headers, body: Data(FormEncoding.encode(fields).utf8))
+        return HTTPRequest(method: "POST", url: url, headers: headers, body: Data(utf8Of: FormEncoding.encode(fields)))
+    }
+
+    /// `Basic` and the base64 of the form-encoded client id and secret joined by `:` (RFC 6749 §2.3.1).
+    static func basicAuthorization(for provider: Provider) -> String {
+        let credentials = FormEncoding.escape(provider.clientID) + ":" + FormEncoding.escape(provider.clientSecret?.reveal() ?? "")
+        return "Basic " + Data(utf8Of: credentials).base64EncodedString()
     }
 
     /// A GET of `url`; with `bearer`, authorized by that access token (RFC 6750 §2.1) — the

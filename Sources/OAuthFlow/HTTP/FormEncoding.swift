@@ -74,3 +74,15 @@ enum FormEncoding {
         return ASCIIText.removingPercentEncoding(spaced) ?? spaced
     }
 }
+
+extension Data {
+    /// The UTF-8 bytes of `text`, copied in one go (`Data(text.utf8)` takes them one at a time
+    /// through a generic initializer: about 1 400 instructions for a short string).
+    init(utf8Of text: String) {
+        var text = text
+        self = text.withUTF8 { bytes in
+            guard let base = bytes.baseAddress, !bytes.isEmpty else { return Data() }
+            return Data(bytes: base, count: bytes.count)
+        }
+    }
+}

@@ -32,8 +32,20 @@ struct JSONObject {
 
     /// The member, or nil when it is absent or `null`.
     func value(_ key: String) -> JSONValue? {
-        guard let value = members[key], value != .null else { return nil }
+        guard let value = Self.member(key, of: members), value != .null else { return nil }
         return value
+    }
+
+    /// `members[key]`; for an object of a few members (a token or error response) the names are
+    /// compared one by one, which costs less than hashing `key`. Same `String` equality either way.
+    static func member(_ key: String, of members: [String: JSONValue]) -> JSONValue? {
+        guard members.count <= 8 else { return members[key] }
+        var index = members.startIndex
+        while index != members.endIndex {
+            if members.keys[index] == key { return members.values[index] }
+            members.formIndex(after: &index)
+        }
+        return nil
     }
 
     func contains(_ key: String) -> Bool { value(key) != nil }

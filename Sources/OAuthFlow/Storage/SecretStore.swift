@@ -102,9 +102,26 @@ final class KeyedAsyncLock: Sendable {
     private let table = Mutex<[String: Entry]>([:])
 
     func withLock<T: Sendable>(_ key: String, _ body: @Sendable () async throws(OAuthError) -> T) async throws(OAuthError) -> T {
-        await acquire(key)
+        if !tryAcquire(key) { await acquire(key) }
         defer { release(key) }
         return try await body()
+    }
+
+    /// Takes the lock when nobody holds it, without suspending; false when it is held.
+    ///
+    /// An entry is in the table exactly while its lock is held, so one lookup decides.
+    private func tryAcquire(_ key: String) -> Bool {
+        table.withLock { table in
+            var acquired = false
+            Self.take(&table[key, default: Entry()], acquired: &acquired)
+            return acquired
+        }
+    }
+
+    private static func take(_ entry: inout Entry, acquired: inout Bool) {
+        guard !entry.held else { return }
+        entry.held = true
+        acquired = true
     }
 
     private func acquire(_ key: String) async {
@@ -125,11 +142,8 @@ final class KeyedAsyncLock: Sendable {
 
     private func release(_ key: String) {
         let next = table.withLock { table -> CheckedContinuation<Void, Never>? in
-            guard var entry = table[key] else { return nil }
-            if entry.waiters.isEmpty {
-                table[key] = nil
-                return nil
-            }
+            guard var entry = table.removeValue(forKey: key), !entry.waiters.isEmpty else { return nil }
+            // The lock passes to the first waiter, still held.
             let next = entry.waiters.removeFirst()
             table[key] = entry
             return next

@@ -57,7 +57,7 @@ enum StoredEntry {
         out.append("],\"tokenType\":")
         out.quote(set.tokenType)
         out.append("},\"version\":")
-        out.append(String(version))
+        out.append(contentsOf: String(version))
         out.append("}")
         return Data(out.bytes)
     }
@@ -68,11 +68,12 @@ enum StoredEntry {
 
         init(capacity: Int) { bytes.reserveCapacity(capacity) }
 
+        /// A literal. (With an overload taking `String` too, a literal argument would pick that one.)
         mutating func append(_ text: StaticString) {
             text.withUTF8Buffer { bytes.append(contentsOf: $0) }
         }
 
-        mutating func append(_ text: String) {
+        mutating func append(contentsOf text: String) {
             var text = text
             text.withUTF8 { bytes.append(contentsOf: $0) }
         }
@@ -82,24 +83,26 @@ enum StoredEntry {
         mutating func quote(_ text: String) {
             var text = text
             let plain = text.withUTF8 { utf8 in
-                utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
+                guard utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) else { return false }
+                bytes.append(UInt8(ascii: "\""))
+                bytes.append(contentsOf: utf8)
+                bytes.append(UInt8(ascii: "\""))
+                return true
             }
-            if plain {
-                bytes.append(UInt8(ascii: "\""))
-                text.withUTF8 { bytes.append(contentsOf: $0) }
-                bytes.append(UInt8(ascii: "\""))
-            } else {
+            if !plain {
                 var quoted = ""
                 JSONValue.quote(text, into: &quoted)
-                append(quoted)
+                append(contentsOf: quoted)
             }
         }
 
-        /// A time in seconds since 1970, as ``JSONValue`` writes numbers.
+        /// A time in seconds since 1970, as `JSONValue.number(_: Double)` writes it (`null` when
+        /// not finite, an integer without a fraction, else the shortest round-trip form), without
+        /// the `JSONValue` and the string interpolation.
         mutating func number(_ value: Double) {
-            var text = ""
-            JSONValue.number(value).write(into: &text)
-            append(text)
+            guard value.isFinite else { return append("null") }
+            if value.rounded(.towardZero) == value, abs(value) < 1e15 { return append(contentsOf: String(Int64(value))) }
+            append(contentsOf: value.description)
         }
     }
 

@@ -80,6 +80,16 @@ final class CurlEasyHandle: @unchecked Sendable {
         c_oauthflow_curl_easy_setopt_write(library.api, raw, option, callback)
     }
 
+    @discardableResult
+    func set(opensocket callback: curl_opensocket_callback) -> CURLcode {
+        c_oauthflow_curl_easy_setopt_opensocket(library.api, raw, callback)
+    }
+
+    @discardableResult
+    func set(closesocket callback: curl_closesocket_callback) -> CURLcode {
+        c_oauthflow_curl_easy_setopt_closesocket(library.api, raw, callback)
+    }
+
     func info(_ info: CURLINFO) -> Int {
         var value = 0
         _ = c_oauthflow_curl_easy_getinfo_long(library.api, raw, info, &value)
@@ -110,23 +120,5 @@ final class CurlHeaderList: @unchecked Sendable {
         guard let appended = line.withCString({ library.api.pointee.slist_append(raw, $0) }) else { return false }
         raw = appended
         return true
-    }
-}
-
-/// Owns one `CURLM` multi handle; `curl_multi_cleanup` in `deinit`.
-final class CurlMultiHandle {
-    let raw: UnsafeMutableRawPointer
-    let library: CurlLibrary
-
-    init?(_ library: CurlLibrary) {
-        guard let raw = library.api.pointee.multi_init() else { return nil }
-        self.raw = raw
-        self.library = library
-    }
-
-    deinit { _ = library.api.pointee.multi_cleanup(raw) }
-
-    func set(_ option: CURLMoption, _ value: Int) {
-        _ = c_oauthflow_curl_multi_setopt_long(library.api, raw, option, value)
     }
 }

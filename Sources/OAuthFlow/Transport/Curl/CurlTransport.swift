@@ -86,7 +86,8 @@ public final class CurlTransport: HTTPTransport {
         let engine = try runningEngine()
         let transfer = try engine.transfer(for: request)
         let result = await withTaskCancellationHandler {
-            // Resumed exactly once, by the engine thread (`CurlTransfer.finish`).
+            // Resumed exactly once (`CurlTransfer.finish`), by the engine thread or by the caller of
+            // a transfer that finished at the same time (`resumeFollowers`).
             await withUnsafeContinuation { continuation in
                 transfer.continuation = continuation
                 engine.add(transfer)
@@ -94,6 +95,7 @@ public final class CurlTransport: HTTPTransport {
         } onCancel: {
             engine.cancel(transfer)
         }
+        transfer.resumeFollowers()
         return try result.get()
     }
 
@@ -129,8 +131,9 @@ struct CurlSettings: Sendable {
 /// One request: its easy handle, its header list, and the response as it arrives.
 ///
 /// Built on the caller's thread; once handed to the engine it is touched only on the engine's thread
-/// (callbacks and completion), except ``cancelled``.
-final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used by one thread at a time (caller, then engine); `cancelled` is atomic
+/// (callbacks and completion), except ``cancelled``, until the engine resumes a caller: then the
+/// transfer (and its ``followers``) belong to that caller's thread, which resumes the followers.
+final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used by one thread at a time (caller, engine, then the resumed caller), each hand-over through a Mutex or a continuation; `cancelled` is atomic
     let easy: CurlEasyHandle
     private let headerList: CurlHeaderList
     private let limit: Int
@@ -295,7 +298,9 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
             response.headers = Dictionary(minimumCapacity: 12)
             return bytes.count
         }
-        guard let colon = bytes[..<end].firstIndex(of: UInt8(ascii: ":")) else { return bytes.count }
+        var colon = 0
+        while colon < end, bytes[colon] != UInt8(ascii: ":") { colon += 1 }
+        guard colon < end else { return bytes.count }
         var nameStart = 0
         var nameEnd = colon
         while nameStart < nameEnd, isBlank(bytes[nameStart]) { nameStart += 1 }
@@ -364,6 +369,18 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
         continuation.resume(returning: result)
     }
 
+    /// Transfers that finished in the same round as this one, with their results: set by the engine
+    /// before it resumes this transfer's caller, which resumes theirs (``resumeFollowers()``).
+    var followers: [(CurlTransfer, Result<HTTPResponse, OAuthError>)] = []
+
+    /// Resumes the callers of ``followers``; called by this transfer's caller once it runs again.
+    func resumeFollowers() {
+        guard !followers.isEmpty else { return }
+        let followers = self.followers
+        self.followers = []
+        for (transfer, result) in followers { transfer.finish(result) }
+    }
+
     private func message(for code: CURLcode, text: String) -> String {
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
@@ -395,217 +412,4 @@ struct CurlError: Error, CustomStringConvertible {
     let code: Int
     let text: String
     var description: String { "curl error \(code): \(text)" }
-}
-
-/// One `curl_multi` handle and the thread that drives it with `curl_multi_poll`.
-///
-/// Callers hand transfers over with ``add(_:)`` and ``cancel(_:)``, which queue a command and wake
-/// the thread (`curl_multi_wakeup`) only when it sleeps in `curl_multi_poll`; everything else, the
-/// multi handle included, is used only on the thread. Easy handles are kept for reuse (their
-/// transport-wide options stay set), and so is the header list of the last request shape.
-final class CurlEngine: @unchecked Sendable {   // safe: `multi` and `activeCount` are used only on the engine thread; the rest is a Mutex or atomic
-    let library: CurlLibrary
-    let settings: CurlSettings
-    private let multi: CurlMultiHandle
-    private var activeCount = 0
-
-    private struct Commands {
-        var added: [CurlTransfer] = []
-        var cancelled: [CurlTransfer] = []
-        var stopping = false
-        var isEmpty: Bool { added.isEmpty && cancelled.isEmpty && !stopping }
-    }
-    private let commands = Mutex(Commands())
-    /// True while the thread is in (or about to enter) `curl_multi_poll`: only then does a command wake it.
-    private let sleeping = Atomic<Bool>(false)
-
-    /// Idle easy handles, at most ``maximumIdleHandles``.
-    private let idleHandles = Mutex<[CurlEasyHandle]>([])
-    static let maximumIdleHandles = 64
-
-    /// The header list built for the last request headers, reused while they repeat.
-    private struct CachedHeaders {
-        var headers: [(name: String, value: String)]
-        var sendsBody: Bool
-        var list: CurlHeaderList
-    }
-    private let cachedHeaders = Mutex<CachedHeaders?>(nil)
-
-    init?(_ library: CurlLibrary, settings: CurlSettings) {
-        guard let multi = CurlMultiHandle(library) else { return nil }
-        self.library = library
-        self.settings = settings
-        self.multi = multi
-        // Keep idle connections to many hosts (and many parallel ones to one host over HTTP/1.1).
-        multi.set(CURLMOPT_MAXCONNECTS, 64)
-        guard DetachedThread.start(name: "OAuthFlow.curl", { [self] in self.run() }) else { return nil }
-    }
-
-    // MARK: Caller side
-
-    /// A transfer for `request` on an idle handle (or a new one) with the header list it needs.
-    /// - Throws: ``OAuthError`` `.configuration` for a malformed method or header; `.transport` when libcurl cannot allocate.
-    func transfer(for request: HTTPRequest) throws(OAuthError) -> CurlTransfer {
-        let sendsBody = !(request.body == nil && (request.method == "GET" || request.method == "HEAD"))
-        let list = try headerList(for: request.headers, sendsBody: sendsBody)
-        let easy: CurlEasyHandle
-        if let idle = idleHandles.withLock({ $0.popLast() }) {
-            easy = idle
-        } else {
-            guard let made = CurlEasyHandle(library) else { throw OAuthError(.transport, message: "libcurl could not create a handle") }
-            CurlTransfer.configure(made, settings)
-            easy = made
-        }
-        return try CurlTransfer(request, easy: easy, headerList: list, settings: settings)
-    }
-
-    /// The `curl_slist` for `headers` plus `Expect:` (no 100-continue round trip), reused when the
-    /// headers (and whether a body is sent) are those of the previous request.
-    ///
-    /// With a body, `Content-Type: application/x-www-form-urlencoded` is left to libcurl, which
-    /// sends exactly that line for a POST without a `Content-Type` of its own (and copies it
-    /// without formatting each byte, as it does a custom header line).
-    private func headerList(for headers: [(name: String, value: String)], sendsBody: Bool) throws(OAuthError) -> CurlHeaderList {
-        if let cached = cachedHeaders.withLock({ cached -> CurlHeaderList? in
-            guard let cached, cached.sendsBody == sendsBody, Self.same(cached.headers, headers) else { return nil }
-            return cached.list
-        }) {
-            return cached
-        }
-        let list = CurlHeaderList(library)
-        var hasExpect = false
-        for header in headers {
-            // Bytes, not Characters: "\r\n" is a single Character and would slip past a Character test.
-            guard CurlTransfer.isToken(header.name), !header.value.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) else {
-                throw OAuthError(.configuration, message: "the request header \"\(CurlTransfer.printable(header.name))\" is malformed")
-            }
-            if Self.equalsIgnoringCase(header.name, "expect") { hasExpect = true }
-            if sendsBody, Self.equalsIgnoringCase(header.name, "content-type"), header.value == "application/x-www-form-urlencoded" {
-                continue
-            }
-            // "Name;" is libcurl's spelling of an empty value ("Name:" would remove the header).
-            let line = header.value.isEmpty ? header.name + ";" : header.name + ": " + header.value
-            guard list.append(line) else { throw OAuthError(.transport, message: "libcurl could not allocate a header") }
-        }
-        if !hasExpect {
-            guard list.append("Expect:") else { throw OAuthError(.transport, message: "libcurl could not allocate a header") }
-        }
-        cachedHeaders.withLock { $0 = CachedHeaders(headers: headers, sendsBody: sendsBody, list: list) }
-        return list
-    }
-
-    private static func same(_ a: [(name: String, value: String)], _ b: [(name: String, value: String)]) -> Bool {
-        guard a.count == b.count else { return false }
-        for index in a.indices where a[index].name != b[index].name || a[index].value != b[index].value { return false }
-        return true
-    }
-
-    /// ASCII case-insensitive equality with a lower-case `lowercased`.
-    private static func equalsIgnoringCase(_ text: String, _ lowercased: StaticString) -> Bool {
-        guard text.utf8.count == lowercased.utf8CodeUnitCount else { return false }
-        return lowercased.withUTF8Buffer { expected in
-            zip(text.utf8, expected).allSatisfy { byte, lower in
-                (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte) == lower
-            }
-        }
-    }
-
-    func add(_ transfer: CurlTransfer) {
-        commands.withLock { $0.added.append(transfer) }
-        wake()
-    }
-
-    func cancel(_ transfer: CurlTransfer) {
-        transfer.cancelled.store(true, ordering: .relaxed)
-        commands.withLock { $0.cancelled.append(transfer) }
-        wake()
-    }
-
-    /// Ends the thread after it finished what it holds; called when the transport goes away.
-    func stop() {
-        commands.withLock { $0.stopping = true }
-        wake()
-    }
-
-    /// Wakes the thread if it sleeps (or is about to): the command was queued before, so either the
-    /// thread sees it when it checks the queue after raising `sleeping`, or this sees `sleeping`.
-    private func wake() {
-        if sleeping.exchange(false, ordering: .sequentiallyConsistent) {
-            _ = library.api.pointee.multi_wakeup(multi.raw)
-        }
-    }
-
-    // MARK: Engine thread
-
-    private func run() {
-        let api = library.api
-        var running: Int32 = 0
-        var left: Int32 = 0
-        var next = Commands()
-        var stopRequested = false
-        while true {
-            commands.withLock { swap(&$0, &next) }
-            for transfer in next.added {
-                if transfer.cancelled.load(ordering: .relaxed) {
-                    transfer.finish(.failure(transfer.cancellation))
-                } else if api.pointee.multi_add_handle(multi.raw, transfer.easy.raw) != CURLM_OK {
-                    transfer.finish(transfer.result(CURLE_FAILED_INIT, library: library))
-                } else {
-                    // Retained while in the multi; released in `completed` or by the cancellation below.
-                    _ = Unmanaged.passRetained(transfer)
-                    transfer.isActive = true
-                    activeCount += 1
-                }
-            }
-            for transfer in next.cancelled where transfer.isActive {
-                _ = api.pointee.multi_remove_handle(multi.raw, transfer.easy.raw)
-                transfer.isActive = false
-                activeCount -= 1
-                transfer.finish(.failure(transfer.cancellation))
-                Unmanaged.passUnretained(transfer).release()
-            }
-            if next.stopping { stopRequested = true }
-            next.added.removeAll(keepingCapacity: true)
-            next.cancelled.removeAll(keepingCapacity: true)
-            next.stopping = false
-            if stopRequested && activeCount == 0 { break }
-
-            if activeCount > 0 {
-                _ = api.pointee.multi_perform(multi.raw, &running)
-                while let message = api.pointee.multi_info_read(multi.raw, &left) {
-                    guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
-                    completed(handle, code: c_oauthflow_curl_msg_result(message))
-                }
-            }
-            // Waits for socket activity, libcurl's next timeout, or a wake-up from add/cancel/stop.
-            sleeping.store(true, ordering: .sequentiallyConsistent)
-            if !commands.withLock({ $0.isEmpty }) {
-                sleeping.store(false, ordering: .relaxed)
-                continue
-            }
-            _ = api.pointee.multi_poll(multi.raw, nil, 0, 1000, nil)
-            sleeping.store(false, ordering: .relaxed)
-        }
-    }
-
-    /// A transfer libcurl finished: out of the multi, the result read, the handle back in the pool
-    /// (after a clean transfer only), then the caller resumed.
-    private func completed(_ handle: UnsafeMutableRawPointer, code: CURLcode) {
-        var context: UnsafeMutableRawPointer?
-        _ = c_oauthflow_curl_easy_getinfo_pointer(library.api, handle, CURLINFO_PRIVATE, &context)
-        _ = library.api.pointee.multi_remove_handle(multi.raw, handle)
-        guard let context else { return }
-        // Every handle in the multi belongs to an active transfer retained by `run`.
-        let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeRetainedValue()
-        transfer.isActive = false
-        activeCount -= 1
-        let result = transfer.result(code, library: library)
-        if code == CURLE_OK {
-            let easy = transfer.easy
-            idleHandles.withLock { idle in
-                if idle.count < Self.maximumIdleHandles { idle.append(easy) }
-            }
-        }
-        transfer.finish(result)
-    }
 }
