@@ -13,14 +13,11 @@ enum FormEncoding {
         var out = ""
         out.reserveCapacity(string.utf8.count)
         for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
-                 UInt8(ascii: "*"):
+            if isUnreserved(byte) {
                 out.unicodeScalars.append(Unicode.Scalar(byte))
-            case UInt8(ascii: " "):
+            } else if byte == UInt8(ascii: " ") {
                 out.append("+")
-            default:
+            } else {
                 out.append("%")
                 out.append(hexDigits[Int(byte >> 4)])
                 out.append(hexDigits[Int(byte & 0x0F)])

@@ -237,14 +237,7 @@ extension JSONValue {
         mutating func hexQuad() throws(SyntaxError) -> UInt32 {
             var value: UInt32 = 0
             for _ in 0..<4 {
-                guard let byte = peek() else { throw error("a \\u escape needs four hex digits") }
-                let digit: UInt8
-                switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-                default: throw error("a \\u escape needs four hex digits")
-                }
+                guard let digit = peek().flatMap(ASCIIText.hexValue) else { throw error("a \\u escape needs four hex digits") }
                 value = value << 4 | UInt32(digit)
                 index += 1
             }

@@ -43,11 +43,12 @@ package enum ASCIIText {
 
     /// True when `a` and `b` are equal ignoring the case of ASCII letters (header names, RFC 9110 §5.1).
     package static func equalsIgnoringCase<A: StringProtocol, B: StringProtocol>(_ a: A, _ b: B) -> Bool {
-        a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { lower($0) == lower($1) }
+        a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { lowercase($0) == lowercase($1) }
     }
 
+    /// `byte` with an ASCII capital letter made small; any other byte as it is.
     @inline(__always)
-    private static func lower(_ byte: UInt8) -> UInt8 {
+    package static func lowercase(_ byte: UInt8) -> UInt8 {
         byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
     }
 

@@ -142,8 +142,8 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi`, `activeCount`,
             guard CurlTransfer.isToken(header.name), !header.value.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) else {
                 throw OAuthError(.configuration, message: "the request header \"\(CurlTransfer.printable(header.name))\" is malformed")
             }
-            if Self.equalsIgnoringCase(header.name, "expect") { hasExpect = true }
-            if sendsBody, Self.equalsIgnoringCase(header.name, "content-type"), header.value == "application/x-www-form-urlencoded" {
+            if ASCIIText.equalsIgnoringCase(header.name, "expect") { hasExpect = true }
+            if sendsBody, ASCIIText.equalsIgnoringCase(header.name, "content-type"), header.value == "application/x-www-form-urlencoded" {
                 continue
             }
             // "Name;" is libcurl's spelling of an empty value ("Name:" would remove the header).
@@ -161,16 +161,6 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi`, `activeCount`,
         guard a.count == b.count else { return false }
         for index in a.indices where a[index].name != b[index].name || a[index].value != b[index].value { return false }
         return true
-    }
-
-    /// ASCII case-insensitive equality with a lower-case `lowercased`.
-    private static func equalsIgnoringCase(_ text: String, _ lowercased: StaticString) -> Bool {
-        guard text.utf8.count == lowercased.utf8CodeUnitCount else { return false }
-        return lowercased.withUTF8Buffer { expected in
-            zip(text.utf8, expected).allSatisfy { byte, lower in
-                (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte) == lower
-            }
-        }
     }
 
     /// Has libcurl open and close the sockets of `easy` through the engine, which then knows when a

@@ -303,17 +303,17 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
         guard colon < end else { return bytes.count }
         var nameStart = 0
         var nameEnd = colon
-        while nameStart < nameEnd, isBlank(bytes[nameStart]) { nameStart += 1 }
-        while nameEnd > nameStart, isBlank(bytes[nameEnd - 1]) { nameEnd -= 1 }
+        while nameStart < nameEnd, ASCIIText.isBlank(bytes[nameStart]) { nameStart += 1 }
+        while nameEnd > nameStart, ASCIIText.isBlank(bytes[nameEnd - 1]) { nameEnd -= 1 }
         guard nameStart < nameEnd else { return bytes.count }
         var valueStart = colon + 1
         var valueEnd = end
-        while valueStart < valueEnd, isBlank(bytes[valueStart]) { valueStart += 1 }
-        while valueEnd > valueStart, isBlank(bytes[valueEnd - 1]) { valueEnd -= 1 }
+        while valueStart < valueEnd, ASCIIText.isBlank(bytes[valueStart]) { valueStart += 1 }
+        while valueEnd > valueStart, ASCIIText.isBlank(bytes[valueEnd - 1]) { valueEnd -= 1 }
         let name = String(unsafeUninitializedCapacity: nameEnd - nameStart) { out in
             for index in nameStart..<nameEnd {
                 let byte = bytes[index]
-                out[index - nameStart] = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+                out[index - nameStart] = ASCIIText.lowercase(byte)
             }
             return nameEnd - nameStart
         }
@@ -330,9 +330,6 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
         }
         return bytes.count
     }
-
-    @inline(__always)
-    private static func isBlank(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
 
     // MARK: Completion (engine thread)
 
