@@ -40,6 +40,7 @@ private enum CatalogFixture {
     /// The repository's `Resources/providers.json`, found from this file's path.
     static func shippedCatalogURL(filePath: String = #filePath) -> URL {
         URL(fileURLWithPath: filePath)
+            .deletingLastPathComponent()   // Providers
             .deletingLastPathComponent()   // OAuthFlowTests
             .deletingLastPathComponent()   // Tests
             .deletingLastPathComponent()   // repository root
