@@ -199,6 +199,27 @@ public final class ClientKey: ClientAssertionSigner, CustomStringConvertible, Cu
         try pair.sign(algorithm.jws, signingInput: input)
     }
 
+    /// The public key as a JWK (RFC 7517), to register at the provider: `kty` and the public
+    /// parameters, then `kid`, `alg` and `"use": "sig"`. Never holds private parameters.
+    /// - Parameters:
+    ///   - keyID: The `kid` to include (the catalog's `clientKeyID`), or nil.
+    ///   - algorithm: The `alg` to include, or nil.
+    /// - Throws: ``OAuthError`` `.crypto` when OpenSSL cannot export the key.
+    public func publicJWK(keyID: String? = nil, algorithm: SigningAlgorithm? = nil) throws(OAuthError) -> String {
+        var members = try pair.publicJWKMembers().map { ($0.0, JSONValue.string($0.1)) }
+        if let keyID { members.append(("kid", .string(keyID))) }
+        if let algorithm { members.append(("alg", .string(algorithm.rawValue))) }
+        members.append(("use", .string("sig")))
+        return JSONValue.text(orderedMembers: members)
+    }
+
+    /// The RFC 7638 JWK thumbprint: base64url of the SHA-256 of the required members in order.
+    /// - Throws: ``OAuthError`` `.crypto` when OpenSSL cannot export the key.
+    public func jwkThumbprint() throws(OAuthError) -> String {
+        let members = try pair.publicJWKMembers().map { ($0.0, JSONValue.string($0.1)) }
+        return Base64URL.encode(try Digest.sha256(Array(JSONValue.text(orderedMembers: members).utf8)))
+    }
+
     /// The public half, for verifying this key's signatures.
     var publicKey: PublicKey { pair.publicKey }
 

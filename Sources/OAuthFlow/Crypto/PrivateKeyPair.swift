@@ -88,6 +88,22 @@ final class PrivateKeyPair: Sendable {
         return raw
     }
 
+    /// The public half's JWK members (RFC 7517 §4, RFC 7518 §6, RFC 8037 §2), in RFC 7638 order.
+    /// - Throws: ``OAuthError`` `.crypto` when OpenSSL cannot export a parameter.
+    func publicJWKMembers() throws(OAuthError) -> [(String, String)] {
+        switch kind {
+        case .rsa:
+            return [("e", Base64URL.encode(try pair.bigNumberParameter("e"))), ("kty", "RSA"),
+                    ("n", Base64URL.encode(try pair.bigNumberParameter("n")))]
+        case .ec(let curve):
+            return [("crv", curve.rawValue), ("kty", "EC"),
+                    ("x", Base64URL.encode(try pair.bigNumberParameter("qx", width: curve.coordinateSize))),
+                    ("y", Base64URL.encode(try pair.bigNumberParameter("qy", width: curve.coordinateSize)))]
+        case .ed25519:
+            return [("crv", "Ed25519"), ("kty", "OKP"), ("x", Base64URL.encode(try pair.rawPublicKey()))]
+        }
+    }
+
     /// True when the DER X.509 certificate `der` carries this key's public half (`EVP_PKEY_eq`).
     /// - Throws: ``Refusal`` when `der` is not a certificate OpenSSL can read.
     func matchesCertificate(der: [UInt8]) throws(Refusal) -> Bool {

@@ -155,6 +155,36 @@ struct ClientKeyTests {
         #expect(try key.publicKey.verify(.edDSA, signingInput: jws.signingInput, signature: jws.signature))
     }
 
+    @Test("The public JWK verifies the key's assertions through the JWKS verifier; it holds no private member", arguments: signing)
+    func publicJWK(recipe: KeyFiles.Recipe, algorithm: SigningAlgorithm) async throws {
+        let files = try KeyFiles()
+        defer { files.remove() }
+        let key = try ClientKey(contentsOfFile: try files.key(recipe))
+        let jwk = try key.publicJWK(keyID: "k1", algorithm: algorithm)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(jwk.utf8)) as? [String: String])
+        #expect(object["kid"] == "k1" && object["alg"] == algorithm.rawValue && object["use"] == "sig")
+        for privateMember in ["d", "p", "q", "dp", "dq", "qi"] { #expect(object[privateMember] == nil) }
+        let keys = try JWKSet(json: Data(#"{"keys": [\#(jwk)]}"#.utf8))
+        let parameters = ClientAssertion.Parameters(clientID: "c", audience: "https://as.example/token", algorithm: algorithm, keyID: "k1",
+                                                    certificateThumbprint: nil)
+        let compact = try await ClientAssertion.make(parameters, signer: key, now: Date()).reveal()
+        _ = try JWSVerifier.verify(compact: compact, keys: keys, allowed: [algorithm.jws], clientSecret: nil)
+
+        // RFC 7638 §3: the required members, sorted, no whitespace; hashed here by openssl.
+        let required = object.filter { ["crv", "e", "kty", "n", "x", "y"].contains($0.key) }.sorted { $0.key < $1.key }
+        let canonical = "{" + required.map { "\"\($0.key)\":\"\($0.value)\"" }.joined(separator: ",") + "}"
+        let canonicalFile = try files.write("canonical.json", canonical)
+        let digest = try KeyFiles.openssl(["dgst", "-sha256", "-r", canonicalFile]).prefix(64)
+        var bytes: [UInt8] = []
+        var index = digest.startIndex
+        while index < digest.endIndex {
+            let next = digest.index(index, offsetBy: 2)
+            bytes.append(try #require(UInt8(digest[index..<next], radix: 16)))
+            index = next
+        }
+        #expect(try key.jwkThumbprint() == Base64URL.encode(bytes))
+    }
+
     @Test("Every SigningAlgorithm is a known JWS algorithm")
     func algorithmNames() {
         for algorithm in SigningAlgorithm.allCases {

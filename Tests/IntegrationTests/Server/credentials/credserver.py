@@ -14,8 +14,9 @@ Loopback only (127.0.0.1). Test hooks, for tests only:
   ``client_secret_jwt``, ``client_secret_basic``, ``client_secret_post``), ``jwk`` (public JWK) or
   ``client_secret``, optional ``audience`` (``endpoint`` = the token URL, the default; ``issuer``),
   optional ``algorithms`` (the JWS algorithms the server accepts; default Authlib's: HS256, RS256, ES256);
-- ``GET /it/requests`` returns every token request's form fields, in order (the assertion too:
-  this is a test server, and the tests decode it).
+- ``GET /it/requests`` returns every token request's form fields as lists, in order, with
+  ``_authorization`` holding the Authorization header (the assertion too: this is a test server,
+  and the tests decode it).
 
 Run: ``python credserver.py PORT``; the issuer is ``http://127.0.0.1:PORT``.
 """
@@ -164,7 +165,7 @@ server.register_client_auth_method(JWTBearerClientAssertion.CLIENT_AUTH_METHOD, 
 def token():
     with lock:
         requests_log.append({k: request.form.getlist(k) for k in request.form.keys()}
-                            | {"_authorization": request.headers.get("Authorization", "")})
+                            | {"_authorization": [request.headers.get("Authorization", "")]})
     return server.create_token_response()
 
 
