@@ -79,7 +79,8 @@ public protocol ClientAssertionSigner: AnyObject, Sendable {
 /// or from PEM text (``init(pem:)``), then set it as ``Provider/clientKey``. Accepted: PKCS#8
 /// (`PRIVATE KEY`), PKCS#1 RSA (`RSA PRIVATE KEY`) and SEC1 EC (`EC PRIVATE KEY`) of RSA with at
 /// least 2048 bits, P-256, P-384, P-521 or Ed25519. The key stays inside an OpenSSL object owned
-/// by this instance and freed with it; the PEM and DER bytes read are wiped once decoded.
+/// by this instance and freed with it; the bytes read and the decoded DER are wiped once
+/// OpenSSL holds the key (best effort: intermediate copies made while parsing are not).
 /// `description`, `debugDescription` and `dump` show the key's type and file, never key material.
 public final class ClientKey: ClientAssertionSigner, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// A key's type and size.
