@@ -142,6 +142,41 @@ struct ClientAssertionIntegration {
         }
     }
 
+    @Test("JWT-bearer grant with a service-account key file: Authlib's JWTBearerGrant issues a token, no refresh token (RFC 7523 §2.1)")
+    func jwtBearerGrant() async throws {
+        let server = try CredentialsServer.require()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("creds-sa-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let pemPath = directory.appendingPathComponent("key.pem").path
+        try Self.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", pemPath])
+        let email = "svc-\(UUID().uuidString.prefix(6))@demo.iam.example"
+        let account: [String: Any] = ["type": "service_account", "client_email": email, "private_key_id": "kid-1",
+                                      "private_key": try String(contentsOfFile: pemPath, encoding: .utf8), "token_uri": server.tokenURL.absoluteString]
+        let accountPath = directory.appendingPathComponent("sa.json").path
+        try JSONSerialization.data(withJSONObject: account).write(to: URL(fileURLWithPath: accountPath))
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: accountPath)
+        let key = try ServiceAccountKey(contentsOfFile: accountPath)
+        try await server.register(["client_id": email, "method": "private_key_jwt",
+                                   "jwk": try JSONSerialization.jsonObject(with: Data(try key.key.publicJWK().utf8))])
+
+        let fields = try await key.grantFields(scopes: ["read"], subject: "alice", now: Date())
+        let reply = try await server.token([:], authentication: fields)
+        #expect(reply.status == 200, "\(reply.text)")
+        #expect(reply.json["scope"] as? String == "read")
+        #expect(reply.json["expires_in"] as? Int == 3600)
+        #expect(reply.json["refresh_token"] == nil)
+        let received = try #require(try await server.received().last)
+        #expect(Set(received.keys) == ["grant_type", "assertion", "scope", "_authorization"])
+        #expect(received["grant_type"] == ["urn:ietf:params:oauth:grant-type:jwt-bearer"])
+        let jws = try JWS(compact: try #require(received["assertion"]?.first))
+        #expect(jws.header.algorithm == .rs256 && jws.header.keyID == "kid-1")
+        let claims = try #require(try JSONSerialization.jsonObject(with: Data(jws.payload)) as? [String: Any])
+        #expect(claims["iss"] as? String == email && claims["sub"] as? String == "alice")
+        #expect(claims["aud"] as? String == server.tokenURL.absoluteString)
+        #expect(claims["exp"] as? Int == (claims["iat"] as? Int).map { $0 + 3600 })
+    }
+
     @Test("The server's metadata: an algorithm it does not advertise is refused before any request")
     func advertised() async throws {
         let server = try CredentialsServer.require()
