@@ -101,3 +101,22 @@ public enum ClientAssertionAudience: Sendable, Hashable, CustomStringConvertible
         }
     }
 }
+
+/// A client certificate and its private key, as PEM files libcurl reads, for mutual TLS
+/// (RFC 8705 §2): give it to ``CurlTransport/init(maximumBodySize:timeout:connectTimeout:proxy:caFile:clientIdentity:)``.
+///
+/// libcurl presents the certificate when an `https` server asks for one; plain `http` requests
+/// never send it. Check the files first with ``ClientKey/init(contentsOfFile:)`` and
+/// ``ClientCertificate/matches(_:)`` (the catalog does both when it loads).
+public struct ClientTLSIdentity: Sendable, Hashable {
+    /// The PEM certificate (chain) file.
+    public var certificateFile: String
+    /// The PEM private key file (unencrypted).
+    public var keyFile: String
+
+    /// An identity from the two files.
+    public init(certificateFile: String, keyFile: String) {
+        self.certificateFile = certificateFile
+        self.keyFile = keyFile
+    }
+}
