@@ -14,7 +14,7 @@ struct ProviderCatalogTests {}
 
 // MARK: - Support
 
-private enum CatalogFixture {
+enum CatalogFixture {
     /// A valid minimal entry; most failure cases change one thing about it.
     static let minimal = #"{"id": "demo", "tokenURL": "https://auth.example.com/token", "clientID": "app"}"#
 
@@ -40,6 +40,7 @@ private enum CatalogFixture {
     /// The repository's `Resources/providers.json`, found from this file's path.
     static func shippedCatalogURL(filePath: String = #filePath) -> URL {
         URL(fileURLWithPath: filePath)
+            .deletingLastPathComponent()   // Providers
             .deletingLastPathComponent()   // OAuthFlowTests
             .deletingLastPathComponent()   // Tests
             .deletingLastPathComponent()   // repository root
