@@ -93,9 +93,9 @@ public actor AuthFlow {
 
     /// Written only by the actor; read without a hop by the fresh-token fast path.
     nonisolated let tokens: TokenCache
-    /// The `client_secret_basic` `Authorization` value of each provider that uses it, made once,
-    /// with the id and secret it was made from (secrets, so that `dump` of a flow shows neither).
-    private nonisolated let basicAuthorizations: [String: (clientID: String, secret: Secret, value: Secret)]
+    /// Each provider's endpoint client, made once with its client authentication (providers never
+    /// change after `init`); see ``client(for:)``.
+    nonisolated let clients: [String: EndpointClient]
     /// The background renewals of ``Options/proactiveRefresh``; cancelled when the flow goes away.
     nonisolated let proactiveTimers = ProactiveTimers()
     /// The renewal running for each provider, and the logout generation it began under.
@@ -121,15 +121,13 @@ public actor AuthFlow {
             byID[provider.id] = provider
         }
         self.providers = byID
-        self.basicAuthorizations = byID.compactMapValues { provider in
-            guard provider.clientAuthentication == .clientSecretBasic else { return nil }
-            return (provider.clientID, provider.clientSecret ?? Secret(""), Secret(EndpointClient.basicAuthorization(for: provider)))
-        }
+        let logger = Logger(sink: options.log)
+        self.clients = byID.mapValues { Self.makeClient(for: $0, transport: transport, options: options, logger: logger) }
         self.tokens = TokenCache(providers: byID.keys, refreshMargin: options.refreshMargin)
         self.store = store
         self.transport = transport
         self.options = options
-        self.logger = Logger(sink: options.log)
+        self.logger = logger
         if options.restoresAtStart { try await restore() }
         watchInvalidations()
     }
@@ -234,15 +232,17 @@ public actor AuthFlow {
     /// Every stored authorization, by provider id.
     public var authorizations: [String: Authorization] { tokens.all.mapValues(\.authorization) }
 
-    func client(for provider: Provider) -> EndpointClient {
-        var basicAuthorization: Secret?
-        if let basic = basicAuthorizations[provider.id], basic.clientID == provider.clientID,
-           basic.secret.reveal() == (provider.clientSecret?.reveal() ?? "") {
-            basicAuthorization = basic.value
-        }
-        return EndpointClient(provider: provider, transport: transport, userAgent: options.userAgent, log: logger,
-                              retry: Retrier(policy: options.retry, clock: options.clock, now: options.now, jitter: options.jitter),
-                              basicAuthorization: basicAuthorization)
+    /// `provider`'s endpoint client: the one made in `init` for a configured provider; for another
+    /// provider value (``metadata(for:)`` takes any), one made now.
+    nonisolated func client(for provider: Provider) -> EndpointClient {
+        if let client = clients[provider.id], client.provider == provider { return client }
+        return Self.makeClient(for: provider, transport: transport, options: options, logger: logger)
+    }
+
+    private static func makeClient(for provider: Provider, transport: any HTTPTransport, options: Options, logger: Logger) -> EndpointClient {
+        EndpointClient(provider: provider, transport: transport, userAgent: options.userAgent, log: logger,
+                       retry: Retrier(policy: options.retry, clock: options.clock, now: options.now, jitter: options.jitter),
+                       authentication: ClientAuthentication(provider))
     }
 
     /// Reads every stored authorization again and publishes `.authorized` for each provider.
@@ -306,44 +306,6 @@ public actor AuthFlow {
     func save(_ set: TokenSet) async throws(OAuthError) {
         try await store.save(StoredEntry.encode(set), for: set.providerID)
         cache(set)
-    }
-
-    // MARK: The pipeline: exchange → validate → store → publish
-
-    /// Everything after a grant's exchange, the same for every grant: the validation step turns the
-    /// token response into the set to keep (nothing is stored when it throws), then the set is
-    /// committed (stored and `.authorized` published, unless a logout began after the call did; see
-    /// ``commit(_:ticket:locked:what:)``). A failure publishes `.error` and is rethrown.
-    /// - Parameter locked: true when the caller already holds the store's lock on the provider (a renewal).
-    private func finish(_ result: GrantResult, for provider: Provider, ticket: Ticket, locked: Bool) async throws(OAuthError) -> TokenSet {
-        do {
-            let set = try await validate(result, for: provider)
-            try await commit(set, ticket: ticket, locked: locked, what: Self.describe(result))
-            return set
-        } catch {
-            throw fail(provider.id, error, since: ticket)
-        }
-    }
-
-    /// The validation step between exchange and storing: the ID token (OIDC/, Flow/IDTokenStep.swift).
-    private func validate(_ result: GrantResult, for provider: Provider) async throws(OAuthError) -> TokenSet {
-        let now = options.now()
-        let idToken = try await verifiedIDToken(result, for: provider, now: now)
-        var set: TokenSet
-        if let previous = result.previous {
-            set = RefreshTokenGrant.merge(result.response, into: previous, now: now)
-        } else {
-            set = TokenSet(result.response, providerID: provider.id, requestedScopes: result.requestedScopes, grant: result.grant, now: now)
-        }
-        Self.keepOnlyValidated(idToken, of: result, in: &set)
-        return set
-    }
-
-    /// Runs a grant's exchange, publishing `.error` when it fails.
-    private func exchange(
-        _ provider: Provider, _ body: () async throws(OAuthError) -> TokenResponse
-    ) async throws(OAuthError) -> TokenResponse {
-        do { return try await body() } catch { throw fail(provider.id, error) }
     }
 
     /// Removes the stored tokens of `provider` and publishes `.empty`.
@@ -492,7 +454,7 @@ public actor AuthFlow {
     }
 
     /// The ticket of a grant beginning now: the generation, and whether the store holds an entry.
-    private func grantTicket(_ id: String) async -> Ticket {
+    func grantTicket(_ id: String) async -> Ticket {
         let generation = generations[id, default: 0]
         return Ticket(generation: generation, storedAtStart: await entryExists(id))
     }
@@ -527,14 +489,14 @@ public actor AuthFlow {
         settled[id] = max(settled[id, default: 0], generation)
     }
 
-    private func isCurrent(_ ticket: Ticket, _ id: String) -> Bool { generations[id, default: 0] == ticket.generation }
+    func isCurrent(_ ticket: Ticket, _ id: String) -> Bool { generations[id, default: 0] == ticket.generation }
 
     /// Stores `set` and publishes `.authorized`, under the store's lock on its provider (taken here
     /// unless `locked`), unless the result is stale: a logout began after the call did (checked
     /// before and after the save; a save it overtook is deleted again), or the entry that existed
     /// when the call began was deleted by another process since. A stale result throws
     /// `.reauthorizationRequired` and nothing of it stays stored.
-    private func commit(_ set: TokenSet, ticket: Ticket, locked: Bool, what: String) async throws(OAuthError) {
+    func commit(_ set: TokenSet, ticket: Ticket, locked: Bool, what: String) async throws(OAuthError) {
         guard locked else {
             return try await store.withExclusiveAccess(to: set.providerID) { () async throws(OAuthError) in
                 try await self.commit(set, ticket: ticket, locked: true, what: what)
@@ -577,20 +539,9 @@ public actor AuthFlow {
             """)
     }
 
-    /// What a grant result is called in messages: a refresh, or the grant that produced it.
-    static func describe(_ result: GrantResult) -> String {
-        guard result.previous == nil else { return "refresh" }
-        switch result.grant {
-        case .authorizationCode: return "authorization code exchange"
-        case .deviceCode: return "device authorization"
-        case .clientCredentials: return "client credentials request"
-        case .refreshToken: return "refresh"
-        }
-    }
-
     /// Publishes `.error` for a call that began under `ticket`. When a logout finished since and
     /// nothing is held now, `.empty` follows, so the logout's state stays the last one published.
-    private func fail(_ id: String, _ error: OAuthError, since ticket: Ticket) -> OAuthError {
+    func fail(_ id: String, _ error: OAuthError, since ticket: Ticket) -> OAuthError {
         let failed = fail(id, error)
         let current = generations[id, default: 0]
         if current != ticket.generation, settled[id, default: 0] == current, tokens[id] == nil { publish(.empty) }
@@ -686,31 +637,22 @@ public actor AuthFlow {
     }
 
     private func complete(_ response: AuthorizationResponse, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
-        let provider: Provider
-        do { provider = try self.provider(request.providerID) } catch { throw fail(request.providerID, error) }
-        let ticket = await grantTicket(provider.id)
-        if !response.duplicates.isEmpty {
-            logger.warning(provider.id, "callback repeats parameters \(response.duplicates); the first value of each was used")
-        }
-        do { try await checkCallbackIssuer(response, of: provider) } catch { throw fail(provider.id, error) }
-        if let error = response.error {
-            throw fail(provider.id, EndpointClient.error(for: error, provider: provider.id, endpoint: .authorization, status: nil))
-        }
-        guard let code = response.code else {
-            throw fail(provider.id, OAuthError(.invalidCallback, endpoint: .authorization, message: "the callback carries neither code nor error"))
-        }
-        publish(.requestingAccessToken(provider: provider.id))
-        let client = client(for: provider)
-        let response = try await exchange(provider) { () async throws(OAuthError) in
-            try await AuthorizationCodeGrant.exchange(code: code, request: request, client: client,
-                                                      tokenURL: try await requiredEndpoint(.token, of: provider))
-        }
-        let maxAge = (URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems?
-            .first { $0.name == "max_age" }?.value).flatMap { Int($0) }.map { TimeInterval(max($0, 0)) }
-        let result = GrantResult(response: response, grant: .authorizationCode, requestedScopes: request.scopes,
-                                 nonce: request.nonce, code: code, maxAge: maxAge,
-                                 requestedAt: request.expiresAt.addingTimeInterval(-options.pendingAuthorizationLifetime))
-        return try await finish(result, for: provider, ticket: ticket, locked: false).authorization
+        try await run(request.providerID) { provider throws(OAuthError) in
+            if !response.duplicates.isEmpty {
+                logger.warning(provider.id, "callback repeats parameters \(response.duplicates); the first value of each was used")
+            }
+            try await checkCallbackIssuer(response, of: provider)
+            if let error = response.error {
+                throw EndpointClient.error(for: error, provider: provider.id, endpoint: .authorization, status: nil)
+            }
+            guard let code = response.code else {
+                throw OAuthError(.invalidCallback, endpoint: .authorization, message: "the callback carries neither code nor error")
+            }
+            let maxAge = (URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems?
+                .first { $0.name == "max_age" }?.value).flatMap { Int($0) }.map { TimeInterval(max($0, 0)) }
+            return AuthorizationCodeGrant.exchange(code: code, request: request, maxAge: maxAge,
+                                                   requestedAt: request.expiresAt.addingTimeInterval(-options.pendingAuthorizationLifetime))
+        }.authorization
     }
 
     // MARK: Device authorization
@@ -722,8 +664,7 @@ public actor AuthFlow {
     /// See [RFC 8628 §3.1](https://www.rfc-editor.org/rfc/rfc8628#section-3.1).
     /// - Throws: ``OAuthError`` `.configuration` without a device endpoint; `.serverRejected` on a §5.2 error; `.transport`.
     public func requestDeviceCode(provider id: String, scopes: [String]? = nil) async throws(OAuthError) -> DeviceCode {
-        let provider: Provider
-        do { provider = try self.provider(id) } catch { throw fail(id, error) }
+        let provider = try resolve(id)
         publish(.requestingDeviceCode(provider: id))
         do {
             let code = try await DeviceAuthorizationGrant.requestCode(
@@ -745,21 +686,7 @@ public actor AuthFlow {
     ///   `.reauthorizationRequired` when the provider was logged out while polling (see ``clear(provider:)``).
     @discardableResult
     public func pollDeviceAuthorization(_ code: DeviceCode) async throws(OAuthError) -> Authorization {
-        let provider: Provider
-        do { provider = try self.provider(code.providerID) } catch { throw fail(code.providerID, error) }
-        let ticket = await grantTicket(provider.id)
-        let client = client(for: provider)
-        let response = try await exchange(provider) { () async throws(OAuthError) in
-            try await DeviceAuthorizationGrant.poll(
-                code, client: client, tokenURL: try await requiredEndpoint(.token, of: provider), clock: options.clock, now: options.now,
-                onSlowDown: { [weak self] raised in await self?.publishSlowDown(raised) })
-        }
-        return try await finish(GrantResult(response: response, grant: .deviceCode, requestedScopes: code.scopes), for: provider,
-                                ticket: ticket, locked: false).authorization
-    }
-
-    private func publishSlowDown(_ code: DeviceCode) {
-        publish(.receivedDeviceCode(provider: code.providerID, code))
+        try await run(code.providerID) { _ in DeviceAuthorizationGrant.request(polling: code) }.authorization
     }
 
     /// Runs the whole device flow: request a code, publish it, poll, store.
@@ -782,24 +709,8 @@ public actor AuthFlow {
     ///   `.reauthorizationRequired` when the provider was logged out while the request was in flight (see ``clear(provider:)``).
     @discardableResult
     public func clientCredentials(provider id: String, scopes: [String]? = nil) async throws(OAuthError) -> Authorization {
-        let provider: Provider
-        do { provider = try self.provider(id) } catch { throw fail(id, error) }
-        let ticket = await grantTicket(id)
-        return try await runClientCredentials(provider, scopes: scopes ?? provider.scopes, ticket: ticket, locked: false).authorization
-    }
-
-    /// Client credentials through the whole pipeline (also what renewal runs for such a login,
-    /// under the store's lock: `locked`).
-    private func runClientCredentials(_ provider: Provider, scopes: [String], ticket: Ticket, locked: Bool) async throws(OAuthError) -> TokenSet {
-        do { try ClientCredentialsGrant.checkAllowed(for: provider) } catch { throw fail(provider.id, error) }
-        publish(.requestingAccessToken(provider: provider.id))
-        let client = client(for: provider)
-        let response = try await exchange(provider) { () async throws(OAuthError) in
-            try await ClientCredentialsGrant.request(
-                scopes: scopes, client: client, tokenURL: try await requiredEndpoint(.token, of: provider))
-        }
-        return try await finish(GrantResult(response: response, grant: .clientCredentials, requestedScopes: scopes), for: provider,
-                                ticket: ticket, locked: locked)
+        try await run(id) { provider throws(OAuthError) in try ClientCredentialsGrant.request(provider, scopes: scopes ?? provider.scopes) }
+            .authorization
     }
 
     // MARK: Tokens and refresh
@@ -905,12 +816,17 @@ public actor AuthFlow {
             do { serviceOnly = try await isServiceOnly(provider) } catch { throw fail(provider.id, error, since: ticket) }
             if serviceOnly {
                 // A service-only provider: client credentials need no user, so fetch on demand.
-                return try await runClientCredentials(provider, scopes: previous?.scopes ?? provider.scopes, ticket: ticket, locked: true)
+                let scopes = previous?.scopes ?? provider.scopes
+                return try await run(provider, ticket: ticket, locked: true) { provider throws(OAuthError) in
+                    try ClientCredentialsGrant.request(provider, scopes: scopes)
+                }
             }
             throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "nothing is stored for \"\(provider.id)\"; authorize first"))
         }
         if current.grant == .clientCredentials {
-            return try await runClientCredentials(provider, scopes: current.scopes, ticket: ticket, locked: true)
+            return try await run(provider, ticket: ticket, locked: true) { provider throws(OAuthError) in
+                try ClientCredentialsGrant.request(provider, scopes: current.scopes)
+            }
         }
         guard !current.needsReauthorization else {
             throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "the refresh token was rejected earlier; authorize again"))
@@ -918,26 +834,7 @@ public actor AuthFlow {
         guard let refreshToken = current.refreshToken else {
             throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "the token expired and no refresh token is held"))
         }
-        publish(.requestingAccessToken(provider: provider.id))
-        let response: TokenResponse
-        do {
-            response = try await RefreshTokenGrant.request(
-                refreshToken: refreshToken, client: client(for: provider), tokenURL: try await requiredEndpoint(.token, of: provider))
-        } catch where error.code == .reauthorizationRequired {
-            // Remember it, so a dead refresh token is not posted again on every call (not after a logout:
-            // that would store the entry again).
-            if isCurrent(ticket, provider.id) {
-                var marked = current
-                marked.needsReauthorization = true
-                do { try await save(marked) } catch { logger.warning(provider.id, "could not mark the authorization: \(error)") }
-            }
-            throw fail(provider.id, error, since: ticket)
-        } catch {
-            throw fail(provider.id, error, since: ticket)
-        }
-        logger.info(provider.id, "refreshed; refresh token \(response.refreshToken == nil ? "kept" : "rotated")")
-        let result = GrantResult(response: response, grant: current.grant, requestedScopes: current.scopes, previous: current)
-        return try await finish(result, for: provider, ticket: ticket, locked: true)
+        return try await run(provider, ticket: ticket, locked: true) { _ in RefreshTokenGrant.request(refreshToken: refreshToken, renewing: current) }
     }
 
     /// True when the stored set is not the one this flow last saw: another process renewed it.

@@ -97,10 +97,9 @@ enum AuthorizationCodeGrant {
             redirectURI: redirectURI, scopes: scopes, expiresAt: now.addingTimeInterval(lifetime))
     }
 
-    /// The code exchange (RFC 6749 §4.1.3, RFC 7636 §4.5).
-    static func exchange(
-        code: Secret, request: AuthorizationRequest, client: EndpointClient, tokenURL: URL
-    ) async throws(OAuthError) -> TokenResponse {
+    /// The code exchange for a callback's `code` (RFC 6749 §4.1.3, RFC 7636 §4.5), with what the
+    /// ID token is checked against: the request's nonce, `max_age` and time.
+    static func exchange(code: Secret, request: AuthorizationRequest, maxAge: TimeInterval?, requestedAt: Date) -> GrantRequest {
         var fields: [(String, String)] = [
             ("grant_type", GrantType.authorizationCode.rawValue), ("code", code.reveal()),
             ("redirect_uri", request.redirectURI.absoluteString),
@@ -108,6 +107,7 @@ enum AuthorizationCodeGrant {
         if let verifier = request.codeVerifier { fields.append(("code_verifier", verifier.reveal())) }
         // A code is single use (RFC 6749 §4.1.2): once any answer arrived it is spent, so only a
         // request that got no response is sent again.
-        return try await client.requestToken(fields, url: tokenURL, retrying: .beforeResponse)
+        return GrantRequest(.post(fields, retrying: .beforeResponse), grant: .authorizationCode, requestedScopes: request.scopes,
+                            nonce: request.nonce, code: code, maxAge: maxAge, requestedAt: requestedAt)
     }
 }
