@@ -32,13 +32,9 @@ extension AuthFlow {
     ///   signed answer that fails a check above (the message names it), an encrypted answer, or a
     ///   `sub` other than the ID token's; `.transport`.
     public func userInfo(provider id: String) async throws(OAuthError) -> UserInfo {
-        let provider: Provider
-        let url: URL
-        do {
-            provider = try self.provider(id)
-            url = try await requiredEndpoint(.userinfo, of: provider, key: "userinfoURL")
-        } catch {
-            throw fail(id, error)
+        let provider = try resolve(id)
+        let url = try await reporting(id) { () async throws(OAuthError) in
+            try await requiredEndpoint(.userinfo, of: provider, key: "userinfoURL")
         }
         // Its failures are published by the renewal itself.
         let set = try await tokenSet(for: id)

@@ -29,7 +29,7 @@ extension AuthFlow {
     /// the exchange through the provider's ``EndpointClient``, then ``finish(_:_:for:ticket:locked:)``.
     /// - Parameter locked: true when the caller already holds the store's lock on the provider (a renewal).
     func run(
-        _ provider: Provider, ticket: Ticket, locked: Bool, _ make: (Provider) async throws(OAuthError) -> GrantRequest
+        _ provider: Provider, ticket: LogoutLedger.Ticket, locked: Bool, _ make: (Provider) async throws(OAuthError) -> GrantRequest
     ) async throws(OAuthError) -> TokenSet {
         let grant: GrantRequest
         do { grant = try await make(provider) } catch { throw fail(provider.id, error) }
@@ -71,8 +71,8 @@ extension AuthFlow {
 
     /// Remembers that `previous`'s refresh token was rejected, so a dead refresh token is not
     /// posted again on every call (not after a logout began: that would store the entry again).
-    private func markRejected(_ previous: TokenSet, ticket: Ticket) async {
-        guard isCurrent(ticket, previous.providerID) else { return }
+    private func markRejected(_ previous: TokenSet, ticket: LogoutLedger.Ticket) async {
+        guard ledger.isCurrent(ticket, previous.providerID) else { return }
         var marked = previous
         marked.needsReauthorization = true
         do { try await save(marked) } catch { logger.warning(previous.providerID, "could not mark the authorization: \(error)") }
@@ -83,7 +83,7 @@ extension AuthFlow {
     /// `.authorized` published, unless a logout began after the call did; see
     /// ``commit(_:ticket:locked:what:)``). A failure publishes `.error` and is rethrown.
     private func finish(
-        _ grant: GrantRequest, _ response: TokenResponse, for provider: Provider, ticket: Ticket, locked: Bool
+        _ grant: GrantRequest, _ response: TokenResponse, for provider: Provider, ticket: LogoutLedger.Ticket, locked: Bool
     ) async throws(OAuthError) -> TokenSet {
         do {
             let set = try await validate(response, of: grant, for: provider)
@@ -112,5 +112,72 @@ extension AuthFlow {
     /// - Throws: ``OAuthError`` `.configuration` when there is none.
     func resolve(_ id: String) throws(OAuthError) -> Provider {
         do { return try provider(id) } catch { throw fail(id, error) }
+    }
+
+    // MARK: Tickets and the commit step (the logout race, see LogoutLedger)
+
+    /// The ticket of a grant beginning now: the generation, and whether the store holds an entry.
+    func grantTicket(_ id: String) async -> LogoutLedger.Ticket {
+        let generation = ledger.generation(id)
+        return LogoutLedger.Ticket(generation: generation, storedAtStart: await entryExists(id))
+    }
+
+    /// True when the store has an entry for `id`. One that exists but cannot be read (corrupt, or
+    /// sealed with another key) counts as existing: a login may replace it, as it always could.
+    private func entryExists(_ id: String) async -> Bool {
+        do { return try await store.load(id) != nil } catch { return true }
+    }
+
+    /// Stores `set` and publishes `.authorized`, under the store's lock on its provider (taken here
+    /// unless `locked`), unless the result is stale: a logout began after the call did (checked
+    /// before and after the save; a save it overtook is deleted again), or the entry that existed
+    /// when the call began was deleted by another process since. A stale result throws
+    /// `.reauthorizationRequired` and nothing of it stays stored.
+    func commit(_ set: TokenSet, ticket: LogoutLedger.Ticket, locked: Bool, what: String) async throws(OAuthError) {
+        guard locked else {
+            return try await store.withExclusiveAccess(to: set.providerID) { () async throws(OAuthError) in
+                try await self.commit(set, ticket: ticket, locked: true, what: what)
+            }
+        }
+        let id = set.providerID
+        guard ledger.isCurrent(ticket, id) else { throw discard(set, what) }
+        if ticket.storedAtStart {
+            let exists = await entryExists(id)
+            guard ledger.isCurrent(ticket, id) else { throw discard(set, what) }
+            guard exists else {
+                // The store is the truth: the local copy of the deleted entry goes too.
+                tokens[id] = nil
+                throw OAuthError(.reauthorizationRequired, providerID: id, message: """
+                    "\(id)" was logged out by another process while this \(what) was in flight; \
+                    its tokens were discarded, not stored; authorize again to log in
+                    """)
+            }
+        }
+        try await store.save(StoredEntry.encode(set), for: id)
+        guard ledger.isCurrent(ticket, id) else {
+            // A logout began during the save and waits for this lock; undo the save before it runs.
+            try await store.delete(id)
+            throw discard(set, what)
+        }
+        cache(set)
+        publish(.authorized(provider: id, set.authorization))
+    }
+
+    /// The error of a result a logout made stale; keeps the set for a waiting ``revoke(provider:)``.
+    func discard(_ set: TokenSet, _ what: String) -> OAuthError {
+        let id = set.providerID
+        ledger.supersede(set)
+        return OAuthError(.reauthorizationRequired, providerID: id, message: """
+            "\(id)" was logged out (clear or revoke) while this \(what) was in flight; \
+            its tokens were discarded, not stored; authorize again to log in
+            """)
+    }
+
+    /// Publishes `.error` for a call that began under `ticket`. When a logout finished since and
+    /// nothing is held now, `.empty` follows, so the logout's state stays the last one published.
+    func fail(_ id: String, _ error: OAuthError, since ticket: LogoutLedger.Ticket) -> OAuthError {
+        let failed = fail(id, error)
+        if ledger.loggedOut(since: ticket, id), tokens[id] == nil { publish(.empty) }
+        return failed
     }
 }
