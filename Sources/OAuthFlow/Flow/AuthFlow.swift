@@ -164,10 +164,11 @@ public actor AuthFlow {
         broadcaster.publish(state)
     }
 
-    /// Publishes `.error` for a failure and rethrows it.
-    func fail(_ provider: String, _ error: OAuthError) -> OAuthError {
+    /// Publishes `.error` for a failure and rethrows it; `provider` nil for a failure that is no one
+    /// provider's (the store's listing, an unmatched callback).
+    func fail(_ provider: String?, _ error: OAuthError) -> OAuthError {
         var error = error
-        if error.providerID == nil, !provider.isEmpty { error.providerID = provider }
+        if error.providerID == nil, let provider { error.providerID = provider }
         publish(.error(provider: provider, error))
         return error
     }
@@ -252,20 +253,21 @@ public actor AuthFlow {
     /// - Throws: ``OAuthError`` `.stateMismatch`, `.invalidCallback`, `.accessDenied` (the user said no),
     ///   `.serverRejected` (RFC 6749 §5.2, such as `invalid_grant` for an expired code), `.transport`, `.storage`;
     ///   `.reauthorizationRequired` when the provider was logged out while the exchange was in flight
-    ///   (the tokens are discarded; see ``clear(provider:)``).
+    ///   (the tokens are discarded; see ``clear(provider:)``). A callback that names no pending
+    ///   request (unparseable, no state, or a state that matches none) is published as
+    ///   `.error(provider: nil, …)`: it is no provider's.
     @discardableResult
     public func completeAuthorization(callbackURL: URL) async throws(OAuthError) -> Authorization {
-        // Until the state names a request, failures go to the login most likely waiting for this callback.
-        let waiting = pending.last?.providerID ?? state.providerID ?? ""
+        // Until the state names a request, a failure is no provider's: `.error(provider: nil, …)`.
         let response: AuthorizationResponse
-        do { response = try AuthorizationResponse(callbackURL: callbackURL) } catch { throw fail(waiting, error) }
+        do { response = try AuthorizationResponse(callbackURL: callbackURL) } catch { throw fail(nil, error) }
         guard let state = response.state else {
-            throw fail(waiting, OAuthError(.stateMismatch, endpoint: .authorization, message: "the callback carries no state"))
+            throw fail(nil, OAuthError(.stateMismatch, endpoint: .authorization, message: "the callback carries no state"))
         }
         let now = options.now()
         // Single use: the matching request leaves the pending list whatever happens next.
         guard let index = pending.firstIndex(where: { $0.state.constantTimeEquals(state) }) else {
-            throw fail(waiting, OAuthError(
+            throw fail(nil, OAuthError(
                 .stateMismatch, endpoint: .authorization,
                 message: "the callback's state matches no pending authorization request (reused, expired, or forged)"))
         }
@@ -308,10 +310,8 @@ public actor AuthFlow {
             guard let code = response.code else {
                 throw OAuthError(.invalidCallback, endpoint: .authorization, message: "the callback carries neither code nor error")
             }
-            let maxAge = (URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems?
-                .first { $0.name == "max_age" }?.value).flatMap { Int($0) }.map { TimeInterval(max($0, 0)) }
-            return AuthorizationCodeGrant.exchange(code: code, request: request, maxAge: maxAge,
-                                                   requestedAt: request.expiresAt.addingTimeInterval(-options.pendingAuthorizationLifetime))
+            let requestedAt = request.requestedAt ?? request.expiresAt.addingTimeInterval(-options.pendingAuthorizationLifetime)
+            return AuthorizationCodeGrant.exchange(code: code, request: request, requestedAt: requestedAt)
         }.authorization
     }
 

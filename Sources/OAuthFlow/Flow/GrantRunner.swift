@@ -177,7 +177,7 @@ extension AuthFlow {
     /// nothing is held now, `.empty` follows, so the logout's state stays the last one published.
     func fail(_ id: String, _ error: OAuthError, since ticket: LogoutLedger.Ticket) -> OAuthError {
         let failed = fail(id, error)
-        if ledger.loggedOut(since: ticket, id), tokens[id] == nil { publish(.empty) }
+        if ledger.loggedOut(since: ticket, id), tokens[id] == nil { publish(.empty(provider: id)) }
         return failed
     }
 }

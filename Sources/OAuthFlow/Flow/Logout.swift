@@ -7,7 +7,7 @@ import Foundation
 // Logging out: clear and revoke, and deletions other processes report. Each bumps the provider's
 // logout generation first (``LogoutLedger``), so whatever began before is discarded, not stored.
 extension AuthFlow {
-    /// Removes the stored tokens of `provider` and publishes `.empty`.
+    /// Removes the stored tokens of `provider` and publishes `.empty(provider:)` for it.
     ///
     /// The logout is final: a refresh or grant of `provider` that began before it and answers after
     /// it is discarded (its call throws `.reauthorizationRequired`), never stored, and never
@@ -27,7 +27,7 @@ extension AuthFlow {
         }
     }
 
-    /// Revokes `provider`'s tokens at its revocation endpoint, then forgets them and publishes `.empty`.
+    /// Revokes `provider`'s tokens at its revocation endpoint, then forgets them and publishes `.empty(provider:)` for it.
     ///
     /// Sends the refresh token, then the access token, each with its `token_type_hint` and the
     /// client's authentication: RFC 7009 §2.1 lets a server keep the access token alive after its
@@ -82,7 +82,7 @@ extension AuthFlow {
         return result
     }
 
-    /// Removes every provider's stored tokens and publishes `.empty`.
+    /// Removes every provider's stored tokens and publishes `.empty` (provider nil: every provider).
     ///
     /// Final for every provider, as ``clear(provider:)`` is for one; each entry is deleted under its
     /// lock. Entries of providers that are not configured are left alone. When some deletes fail,
@@ -95,7 +95,7 @@ extension AuthFlow {
         for id in providers.keys.sorted() { started.append((id, beginLogout(id))) }
         pending.removeAll()
         let keys: Set<String>
-        do { keys = Set(try await store.keys()) } catch { throw fail("", error) }
+        do { keys = Set(try await store.keys()) } catch { throw fail(nil, error) }
         var failures: [(id: String, error: OAuthError)] = []
         for (id, generation) in started {
             guard keys.contains(id) else {
@@ -132,7 +132,7 @@ extension AuthFlow {
     func finishLogout(_ id: String, generation: UInt64, publishing: Bool) async throws(OAuthError) {
         try await store.delete(id)
         forgetLocally(id, generation: generation)
-        if publishing { publish(.empty) }
+        if publishing { publish(.empty(provider: id)) }
     }
 
     func forgetLocally(_ id: String, generation: UInt64) {
@@ -164,7 +164,7 @@ extension AuthFlow {
         guard tokens[key] != nil else { return }
         tokens[key] = nil
         logger.info(key, "logged out by another process; the local copy is dropped")
-        publish(.empty)
+        publish(.empty(provider: key))
     }
 
     /// After missed notifications: every cached key that is gone from the store is forgotten. A

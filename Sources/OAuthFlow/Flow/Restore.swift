@@ -14,11 +14,11 @@ extension AuthFlow {
     /// while the others still load. Entries of providers that are not configured are ignored.
     /// - Returns: what was restored, by provider id.
     /// - Throws: ``OAuthError`` `.storage` when the store cannot even list its entries (published as
-    ///   `.error` with an empty provider id: the failure is the store's, not one provider's).
+    ///   `.error` with provider nil: the failure is the store's, not one provider's).
     @discardableResult
     public func restore() async throws(OAuthError) -> [String: Authorization] {
         let keys: [String]
-        do { keys = try await store.keys() } catch { throw fail("", error) }
+        do { keys = try await store.keys() } catch { throw fail(nil, error) }
         var restored: [String: Authorization] = [:]
         for id in providers.keys.sorted() where !keys.contains(id) { tokens[id] = nil }
         for key in keys where providers[key] != nil {

@@ -59,7 +59,7 @@ struct StateStreamTests {
         }
         #expect(seen == [
             .empty, .requestingAccessToken(provider: "a"), .authorized(provider: "a", first), .requestingAccessToken(provider: "a"),
-            .authorized(provider: "a", second), .empty,
+            .authorized(provider: "a", second), .empty(provider: "a"),
         ])
     }
 
@@ -223,7 +223,7 @@ struct StateStreamTests {
         let flow = try await flow("alpha", "beta")
         let recorders = recordStates(flow, count: 2, limit: 2)
         try await flow.clear(provider: "alpha")
-        for seen in await collected(recorders) { #expect(seen.last == .empty) }
+        for seen in await collected(recorders) { #expect(seen.last == .empty(provider: "alpha")) }
         #expect(try await store.load("alpha") == nil)
         #expect(try await store.load("beta") != nil)
         #expect(await flow.authorization(for: "alpha") == nil)
@@ -285,7 +285,7 @@ extension StateStreamTests {
         let recorders = recordStates(flow, count: 1)
         let error = try #require(await #expect(throws: OAuthError.self) { try await flow.restore() })
         #expect(error.code == .storage)
-        #expect(await collected(recorders)[0] == [.empty, .error(provider: "", error)])
+        #expect(await collected(recorders)[0] == [.empty, .error(provider: nil, error)])
         // In the initializer the same failure is thrown (no one can have subscribed yet).
         let failed = await #expect(throws: OAuthError.self) {
             try await AuthFlow(providers: [mock.provider(id: "app")], store: UnlistableStore(), transport: mock.transport(),
