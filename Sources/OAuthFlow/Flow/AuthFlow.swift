@@ -174,7 +174,7 @@ public actor AuthFlow {
     }
 
     /// Runs `body`; its failure is published as `.error` for `provider` and rethrown.
-    func reporting<Value>(_ provider: String, _ body: () async throws(OAuthError) -> Value) async throws(OAuthError) -> Value {
+    func reporting<Value>(_ provider: String?, _ body: () async throws(OAuthError) -> Value) async throws(OAuthError) -> Value {
         do { return try await body() } catch { throw fail(provider, error) }
     }
 
@@ -259,21 +259,17 @@ public actor AuthFlow {
     @discardableResult
     public func completeAuthorization(callbackURL: URL) async throws(OAuthError) -> Authorization {
         // Until the state names a request, a failure is no provider's: `.error(provider: nil, …)`.
-        let response: AuthorizationResponse
-        do { response = try AuthorizationResponse(callbackURL: callbackURL) } catch { throw fail(nil, error) }
-        guard let state = response.state else {
-            throw fail(nil, OAuthError(.stateMismatch, endpoint: .authorization, message: "the callback carries no state"))
-        }
-        let now = options.now()
-        // Single use: the matching request leaves the pending list whatever happens next.
-        guard let index = pending.firstIndex(where: { $0.state.constantTimeEquals(state) }) else {
-            throw fail(nil, OAuthError(
-                .stateMismatch, endpoint: .authorization,
-                message: "the callback's state matches no pending authorization request (reused, expired, or forged)"))
-        }
-        let request = pending.remove(at: index)
-        guard request.expiresAt > now else {
-            throw fail(request.providerID, OAuthError(.stateMismatch, endpoint: .authorization, message: "the authorization request expired"))
+        let (response, request) = try await reporting(nil) { () throws(OAuthError) in
+            let response = try AuthorizationResponse(callbackURL: callbackURL)
+            guard let state = response.state else {
+                throw OAuthError(.stateMismatch, endpoint: .authorization, message: "the callback carries no state")
+            }
+            // Single use: the matching request leaves the pending list whatever happens next.
+            guard let index = pending.firstIndex(where: { $0.state.constantTimeEquals(state) }) else {
+                throw OAuthError(.stateMismatch, endpoint: .authorization,
+                                 message: "the callback's state matches no pending authorization request (reused, expired, or forged)")
+            }
+            return (response, pending.remove(at: index))
         }
         return try await complete(response, request: request)
     }
@@ -285,21 +281,23 @@ public actor AuthFlow {
     /// - Throws: the same as ``completeAuthorization(callbackURL:)``.
     @discardableResult
     public func completeAuthorization(callbackURL: URL, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
-        let response: AuthorizationResponse
-        do { response = try AuthorizationResponse(callbackURL: callbackURL) } catch { throw fail(request.providerID, error) }
-        guard let state = response.state, state.constantTimeEquals(request.state) else {
-            throw fail(request.providerID, OAuthError(.stateMismatch, endpoint: .authorization,
-                                                      message: "the callback's state does not match the request"))
+        let response = try await reporting(request.providerID) { () throws(OAuthError) in
+            let response = try AuthorizationResponse(callbackURL: callbackURL)
+            guard let state = response.state, state.constantTimeEquals(request.state) else {
+                throw OAuthError(.stateMismatch, endpoint: .authorization, message: "the callback's state does not match the request")
+            }
+            return response
         }
         pending.removeAll { $0.state.constantTimeEquals(request.state) }
-        guard request.expiresAt > options.now() else {
-            throw fail(request.providerID, OAuthError(.stateMismatch, endpoint: .authorization, message: "the authorization request expired"))
-        }
         return try await complete(response, request: request)
     }
 
+    /// After the callback named `request`: unexpired, then the code exchange through the runner.
     private func complete(_ response: AuthorizationResponse, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
-        try await run(request.providerID) { provider throws(OAuthError) in
+        guard request.expiresAt > options.now() else {
+            throw fail(request.providerID, OAuthError(.stateMismatch, endpoint: .authorization, message: "the authorization request expired"))
+        }
+        return try await run(request.providerID) { provider throws(OAuthError) in
             if !response.duplicates.isEmpty {
                 logger.warning(provider.id, "callback repeats parameters \(response.duplicates); the first value of each was used")
             }
