@@ -359,4 +359,22 @@ extension StateStreamTests {
         #expect(await collected(recorders)[0] == [.authorized(provider: "app", restored), .error(provider: "app", error)])
         #expect(mock.requests().isEmpty)
     }
+
+    @Test("which provider a state names: .empty and .error carry an optional provider; .empty alone is the nil one")
+    func providerInStates() {
+        let error = OAuthError(.storage, message: "cannot list the store")
+        #expect(State.empty == .empty(provider: nil))
+        #expect(State.empty != .empty(provider: "a"))
+        #expect(State.empty.providerID == nil && State.empty(provider: "a").providerID == "a")
+        #expect(State.error(provider: nil, error).providerID == nil && State.error(provider: "a", error).providerID == "a")
+        #expect(State.empty.description == "empty" && State.empty(provider: "a").description == "empty(a)")
+        #expect(State.error(provider: nil, error).description == "error(\(error))")
+        #expect(State.error(provider: "a", error).description == "error(a, \(error))")
+        #expect(State.empty(provider: "a").name == "empty" && State.error(provider: nil, error).name == "error")
+        var matched = 0
+        for state in [State.empty, .empty(provider: "a"), .requestingAccessToken(provider: "a")] {
+            if case .empty = state { matched += 1 }
+        }
+        #expect(matched == 2, "case .empty matches every .empty, whatever its provider")
+    }
 }
