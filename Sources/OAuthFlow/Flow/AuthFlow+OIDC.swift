@@ -38,7 +38,7 @@ extension AuthFlow {
         }
         // Its failures are published by the renewal itself.
         let set = try await tokenSet(for: id)
-        do throws(OAuthError) {
+        return try await reporting(id) { () async throws(OAuthError) -> UserInfo in
             guard set.isBearer else {
                 throw OAuthError(.configuration, providerID: id, endpoint: .userinfo,
                                  message: "the access token's token_type is \"\(set.tokenType)\", not Bearer (RFC 6750)")
@@ -55,8 +55,6 @@ extension AuthFlow {
                 }
             }
             return info
-        } catch {
-            throw fail(id, error)
         }
     }
 
@@ -102,7 +100,7 @@ extension AuthFlow {
     ///   fragment; what ``metadata(for:)`` throws when discovery was needed and failed. Each is
     ///   published as `.error`.
     public func endSessionURL(provider id: String, postLogoutRedirectURI: URL? = nil, state: Secret? = nil) async throws(OAuthError) -> URL {
-        do throws(OAuthError) {
+        return try await reporting(id) { () async throws(OAuthError) -> URL in
             let provider = try self.provider(id)
             let endpoint = try await requiredEndpoint(.endSession, of: provider)
             let held = tokens[id]
@@ -112,8 +110,6 @@ extension AuthFlow {
             logger.debug(provider, "end-session URL built; id_token_hint=\(hint != nil) post_logout_redirect_uri=\(postLogoutRedirectURI != nil) "
                 + "state=\(state != nil)")
             return url
-        } catch {
-            throw fail(id, error)
         }
     }
 
@@ -132,7 +128,7 @@ extension AuthFlow {
     ///   when `active` is missing or not a boolean, or a member has the wrong type or an
     ///   out-of-range time; `.transport`.
     public func introspect(provider id: String, token: TokenKind = .accessToken) async throws(OAuthError) -> TokenIntrospection {
-        do throws(OAuthError) {
+        return try await reporting(id) { () async throws(OAuthError) -> TokenIntrospection in
             let provider = try self.provider(id)
             let url = try await requiredEndpoint(.introspection, of: provider, key: "introspectionURL")
             guard let set = tokens[id] else {
@@ -149,8 +145,6 @@ extension AuthFlow {
                 value = refreshToken
             }
             return try await Introspection.introspect(value, kind: token, url: url, client: client(for: provider))
-        } catch {
-            throw fail(id, error)
         }
     }
 
