@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # OAuthFlow's rows of the peer benchmark, measured the way Documentation/Performance.md reports them:
-# the release build of README, "Release build" (scripts/release-build.sh, with a function order from
+# the release build of Documentation/CLI.md, "Installing, and the release build" (scripts/release-build.sh, with a function order from
 # short profiled runs: BENCH_ORDER=0 leaves it out), the harness run BENCH_RUNS times (default 2) with
 # go-x-oauth2, oauthflow (oauthflow-bench) and authflow-cli (`authflow token` on a cached token),
 # the peak RSS of M2 for ours and Go's, then a markdown table of every run, the mean, and the
@@ -57,7 +57,7 @@ if server_running; then
   exit 3
 fi
 
-# 2. The release build of README, "Release build" (scripts/release-build.sh): static Swift runtime,
+# 2. The release build of Documentation/CLI.md, "Installing, and the release build" (scripts/release-build.sh): static Swift runtime,
 #    static libstdc++ when its archive is installed, lld with packed relative relocations. The
 #    function order comes in step 4, once the CLI has a store to answer from.
 if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
@@ -112,7 +112,7 @@ TSV="$CLI/clients.tsv"
 printf 'oauthflow\t%s\n' "$BIN/oauthflow-bench" > "$TSV"
 printf 'authflow-cli\t%s token\tAUTHFLOW_CONFIG=%s AUTHFLOW_STORE=%s\n' "$BIN/authflow" "$CLI/providers.json" "$CLI/store" >> "$TSV"
 
-# 4. The function order (README, "Release build"; BENCH_ORDER=0 skips it): short runs of the same
+# 4. The function order (Documentation/CLI.md, "Installing, and the release build"; BENCH_ORDER=0 skips it): short runs of the same
 #    work under callgrind (scripts/link-order.sh) list the functions each executable runs, and both
 #    are linked again with those first. authflow: `token`, `status` and the offline `demo`;
 #    oauthflow-bench: m5, pkce, m3, m1, m2 and m4 with small counts against the harness's nginx.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Appends to an order file the functions of an executable that a command runs, for
-# `scripts/release-build.sh --order` (README, "Release build").
+# `scripts/release-build.sh --order` (Documentation/CLI.md, "Installing, and the release build").
 #
 # usage: scripts/link-order.sh ORDER_FILE EXECUTABLE -- COMMAND [ARG ...]
 #

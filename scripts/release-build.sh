@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# The release build README.md ("Release build") describes: what Documentation/Performance.md measures.
+# The release build of authflow (and of your own executables): what Documentation/Performance.md
+# measures. Documentation/CLI.md ("Installing, and the release build") describes each step.
 #
-# usage: scripts/release-build.sh [--scratch-path DIR] [--order FILE] [PRODUCT ...]   (default: authflow)
+# usage: scripts/release-build.sh [--install [PREFIX]] [--scratch-path DIR] [--order FILE] [PRODUCT ...]
+#        (default PRODUCT: authflow)
+#
+# --install [PREFIX]  install each executable built into PREFIX/bin (default PREFIX: /usr/local),
+#                     mode 0755; PREFIX must contain a '/' (/opt/authflow, ~/.local, ./dist). When
+#                     PREFIX/bin is not writable, the copy (only the copy) runs under sudo.
 #
 # - `--static-swift-stdlib`: the Swift runtime, FoundationEssentials and Dispatch linked in;
 # - libstdc++ linked statically when its archive is installed (g++ / libstdc++-12-dev): a linker
@@ -13,24 +19,45 @@
 #   instead of being spread over the executable's 14 MB of text. Symbols it does not know are
 #   ignored, so an order file made from an older build still applies.
 #
-# Prints the path of each executable built. Every step that is not available is said and skipped.
+# Prints the path of each executable built (with --install: each one installed). Every step that is
+# not available is said and skipped.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SCRATCH="$REPO/.build"
 ORDER=""
+INSTALL=""
 PRODUCTS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --scratch-path) SCRATCH="$2"; shift 2 ;;
     --order) ORDER="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --install=*) INSTALL="${1#--install=}"; shift ;;
+    --install)
+      # The next argument is the prefix when it looks like a path; a product name never has a '/'.
+      if [[ $# -gt 1 && "$2" == */* ]]; then INSTALL="$2"; shift 2; else INSTALL=/usr/local; shift; fi ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     -*) echo "release-build.sh: unknown option $1" >&2; exit 64 ;;
     *) PRODUCTS+=("$1"); shift ;;
   esac
 done
 [[ ${#PRODUCTS[@]} -gt 0 ]] || PRODUCTS=(authflow)
 say() { printf 'release-build.sh: %s\n' "$*" >&2; }
+
+# Before the build, which takes minutes: can PREFIX/bin be written (its nearest existing ancestor)?
+SUDO=()
+if [[ -n "$INSTALL" ]]; then
+  [[ "$INSTALL" == */* ]] || { say "--install needs a PREFIX with a '/' (got '$INSTALL')"; exit 64; }
+  existing="$INSTALL/bin"
+  while [[ ! -e "$existing" ]]; do existing="$(dirname "$existing")"; done
+  if [[ ! -d "$existing" ]]; then
+    say "$existing is not a directory: cannot install into $INSTALL/bin"; exit 73
+  elif [[ ! -w "$existing" ]]; then
+    command -v sudo >/dev/null 2>&1 || { say "$existing is not writable and there is no sudo: pass a PREFIX you own (--install ~/.local)"; exit 73; }
+    say "$existing is not writable: the copy into $INSTALL/bin will run under sudo"
+    SUDO=(sudo)
+  fi
+fi
 
 FLAGS=(-c release --static-swift-stdlib --scratch-path "$SCRATCH")
 
@@ -60,5 +87,11 @@ for product in "${PRODUCTS[@]}"; do
   rm -f "$SCRATCH/release/$product"
   (cd "$REPO" && swift build "${FLAGS[@]}" --product "$product" 2>&1 | grep -E 'error|warning: |Build' | grep -v mktemp >&2) || true
   [[ -x "$SCRATCH/release/$product" ]] || { say "the build produced no $SCRATCH/release/$product"; exit 1; }
-  echo "$SCRATCH/release/$product"
+  if [[ -n "$INSTALL" ]]; then
+    "${SUDO[@]}" install -d -m 0755 "$INSTALL/bin"
+    "${SUDO[@]}" install -m 0755 "$SCRATCH/release/$product" "$INSTALL/bin/$product"
+    echo "$INSTALL/bin/$product"
+  else
+    echo "$SCRATCH/release/$product"
+  fi
 done

@@ -258,7 +258,7 @@ struct Demo {
     /// One line about a state, without secrets.
     static func summary(_ state: AuthFlow.State, now: Date) -> String {
         switch state {
-        case .empty: return "nothing stored yet"
+        case .empty(let provider): return provider.map { "\($0): logged out" } ?? "nothing stored yet"
         case .authorizing(let provider, let grant): return "\(provider) (\(grant.rawValue))"
         case .requestingAccessToken(let provider), .requestingDeviceCode(let provider): return provider
         case .receivedDeviceCode(let provider, let code):
@@ -267,7 +267,7 @@ struct Demo {
             let expiry = authorization.expiresAt.map { "expires \(Timestamps.relative($0, now: now))" } ?? "no expiry"
             return "\(provider): scopes \(authorization.scopes.joined(separator: " ")), \(expiry)"
                 + (authorization.isRefreshable ? ", refreshable" : "")
-        case .error(let provider, let error): return "\(provider): \(Context.explain(error))"
+        case .error(let provider, let error): return (provider.map { "\($0): " } ?? "") + Context.explain(error)
         }
     }
 

@@ -157,6 +157,9 @@ extension Authflow {
                              read by libpq for a postgresql:// store, as libpq documents them
           AUTHFLOW_STORE_KEY_FILE
                              the store key file when --store-key-file is not given; unset: entries are not encrypted
+          AUTHFLOW_CATALOG_STRICT
+                             0: unknown catalog keys are ignored instead of refused
+          AUTHFLOW_DEBUG     set and not 0: the library's log lines (shapes, never secrets) go to stderr
           DISPLAY, WAYLAND_DISPLAY
                              when either is set, login prefers the browser and opens it with xdg-open
           NO_COLOR           when set, no colour

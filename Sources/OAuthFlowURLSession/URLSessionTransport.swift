@@ -23,7 +23,8 @@ import Synchronization
 ///   past the limit is kept. swift-corelibs-foundation queues received data to the delegate without
 ///   back-pressure, so a fast server may have sent (and URLSession queued) more than the limit by
 ///   then; `CurlTransport` stops reading at the limit;
-/// - cancelling the calling task cancels the request.
+/// - cancelling the calling task cancels the request and answers `.cancelled` at once, whenever it
+///   comes (before the request started, or while it is in flight).
 public final class URLSessionTransport: HTTPTransport {
     /// The largest body accepted: 1 MiB.
     public static let defaultMaximumBodySize = HTTPTransportDefaults.maximumBodySize
@@ -172,11 +173,19 @@ public final class URLSessionTransport: HTTPTransport {
                     })
                     DispatchQueue.global().asyncAfter(deadline: .now() + deadline, execute: timer.item)
                     pending.withLock { $0[id] = Pending(continuation: continuation, timer: timer) }
-                    if Task.isCancelled { task.cancel() }
+                    // Cancelled before the request was registered (the handler below then found
+                    // nothing to answer): answer now and never start it.
+                    if Task.isCancelled {
+                        if fail(id, CancellationError()) { task.cancel() }
+                        return
+                    }
                     task.resume()
                 }
             } onCancel: {
-                task.cancel()
+                // Answer the caller now, as at the deadline, then cancel the task: swift-corelibs-foundation
+                // does not always report a cancelled task (one cancelled before its protocol has started
+                // never completes), which left the caller waiting for the whole total deadline.
+                if fail(id, CancellationError()) { task.cancel() }
             }
         }
 

@@ -135,7 +135,7 @@ extension Integration {
             let (status, reply) = try await api.refresh(try #require(tokens.refreshToken).reveal())
             #expect(status == 400 && reply.error == "invalid_grant")
             #expect(await flow.authorization(for: "dot-pkce") == nil)
-            #expect(flow.state == .empty)
+            #expect(flow.state == .empty(provider: "dot-pkce"))
         }
 
         @Test("A confidential client's access token is revoked with client authentication (RFC 7009 §2.1)",

@@ -147,7 +147,7 @@ struct FleetStoreTests {
             return await flow.authorization(for: id) == nil
         }
         #expect(dropped)
-        #expect(flow.state == .empty)
+        #expect(flow.state == .empty(provider: id))
         let error = await #expect(throws: OAuthError.self) { try await flow.accessToken(for: id) }
         #expect(error?.code == .reauthorizationRequired)
     }

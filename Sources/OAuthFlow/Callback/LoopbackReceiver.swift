@@ -49,10 +49,12 @@ public final class LoopbackReceiver: Sendable {
     /// actually bound, and the path the receiver answers on.
     public let redirectURI: URL
 
-    private let path: String
-    private let listeners: [Int32]
-    private let wakeRead: Int32
-    private let wakeWrite: Int32
+    /// The percent-encoded path the receiver answers on.
+    let path: String
+    /// The listening sockets (one, or two for `localhost`), closed when the receiver stops listening.
+    private let listeners: Mutex<[SharedFileDescriptor]>
+    /// A pipe whose write end wakes the waiting thread (``close()``, cancellation).
+    private let wake: FileDescriptor.Pipe
     private let phase = Mutex(Phase.ready)
 
     private enum Phase { case ready, receiving, closed }
@@ -94,44 +96,34 @@ public final class LoopbackReceiver: Sendable {
         }
         let bare = ASCIIText.trimming(host, where: { $0 == UInt8(ascii: "[") || $0 == UInt8(ascii: "]") }).lowercased()
         let isName = bare == "localhost" || bare.hasSuffix(".localhost")
-        var descriptors: [Int32] = []
+        // On a throw, whatever was opened closes with its owner.
+        var descriptors: [SharedFileDescriptor] = []
         var boundPort = port
-        do throws(OAuthError) {
-            if isName {
-                // Browsers resolve localhost to either family; listen on both (IPv6 when available).
-                descriptors.append(try Self.listen(address: .v4("127.0.0.1"), port: boundPort, host: host))
-                boundPort = try Self.localPort(descriptors[0])
-                if let v6 = try? Self.listen(address: .v6("::1"), port: boundPort, host: host) { descriptors.append(v6) }
-            } else {
-                descriptors.append(try Self.listen(address: bare.contains(":") ? .v6(bare) : .v4(bare), port: boundPort, host: host))
-                boundPort = try Self.localPort(descriptors[0])
-            }
+        if isName {
+            // Browsers resolve localhost to either family; listen on both (IPv6 when available).
+            descriptors.append(SharedFileDescriptor(try Self.listen(address: .v4("127.0.0.1"), port: boundPort, host: host)))
+            boundPort = try Self.localPort(descriptors[0].descriptor)
+            do {
+                descriptors.append(SharedFileDescriptor(try Self.listen(address: .v6("::1"), port: boundPort, host: host)))
+            } catch {}
+        } else {
+            descriptors.append(SharedFileDescriptor(try Self.listen(address: bare.contains(":") ? .v6(bare) : .v4(bare), port: boundPort, host: host)))
+            boundPort = try Self.localPort(descriptors[0].descriptor)
+        }
+        let wake: FileDescriptor.Pipe
+        do throws(SystemError) {
+            wake = try FileDescriptor.pipe(O_NONBLOCK)
         } catch {
-            for fd in descriptors { Glibc.close(fd) }
-            throw error
+            throw OAuthError(.configuration, endpoint: .authorization, message: "cannot create a pipe: \(Self.errorText(error.code))")
         }
-        var pipeFDs: [Int32] = [0, 0]
-        guard pipe(&pipeFDs) == 0 else {
-            for fd in descriptors { Glibc.close(fd) }
-            throw OAuthError(.configuration, endpoint: .authorization, message: "cannot create a pipe: \(Self.errorText(errno))")
-        }
-        for fd in pipeFDs { Self.setFlags(fd) }
         let authority = bare.contains(":") ? "[\(bare)]" : host
         guard let uri = URL(string: "http://\(authority):\(boundPort)\(path)") else {
-            for fd in descriptors + pipeFDs { Glibc.close(fd) }
             throw OAuthError(.configuration, endpoint: .authorization, message: "cannot form the redirect URI for path \"\(path)\"")
         }
         self.redirectURI = uri
         self.path = path
-        self.listeners = descriptors
-        self.wakeRead = pipeFDs[0]
-        self.wakeWrite = pipeFDs[1]
-    }
-
-    deinit {
-        closeListeners()
-        Glibc.close(wakeRead)
-        Glibc.close(wakeWrite)
+        self.listeners = Mutex(descriptors)
+        self.wake = wake
     }
 
     /// Stops listening; a ``receive(timeout:_:)`` in progress ends with `.cancelled`.
@@ -140,7 +132,7 @@ public final class LoopbackReceiver: Sendable {
             defer { if phase == .ready { phase = .closed } }
             return phase == .receiving
         }
-        if wasReceiving { wake() } else { closeListeners() }
+        if wasReceiving { wakeUp() } else { closeListeners() }
     }
 
     /// Waits for the callback, passes its full URL to `handle`, and answers the browser.
@@ -172,17 +164,14 @@ public final class LoopbackReceiver: Sendable {
             finish()
             throw error
         }
-        defer {
-            Glibc.close(accepted.fd)
-            finish()
-        }
+        defer { finish() }   // the connection closes with `accepted`
         do {
             let value = try await handle(accepted.url)
             let page = Self.page(title: "Signed in", text: "You are signed in. You can close this window and return to the terminal.")
-            Self.respond(accepted.fd, status: "200 OK", page: page)
+            Self.respond(accepted.connection.descriptor, status: "200 OK", page: page)
             return value
         } catch {
-            Self.respond(accepted.fd, status: "400 Bad Request", page: Self.page(title: "Sign-in failed", text: Self.explain(error)))
+            Self.respond(accepted.connection.descriptor, status: "400 Bad Request", page: Self.page(title: "Sign-in failed", text: Self.explain(error)))
             throw error
         }
     }
@@ -198,7 +187,7 @@ public final class LoopbackReceiver: Sendable {
     // MARK: Waiting
 
     private struct Accepted: Sendable {
-        var fd: Int32
+        var connection: SharedFileDescriptor
         var url: URL
     }
 
@@ -207,19 +196,14 @@ public final class LoopbackReceiver: Sendable {
         closeListeners()
     }
 
-    private let listenersClosed = Mutex(false)
-
+    /// Drops the listening sockets; they close now, or when ``serve(until:timeout:)`` lets go of them.
     private func closeListeners() {
-        let close = listenersClosed.withLock { closed -> Bool in
-            defer { closed = true }
-            return !closed
-        }
-        if close { for fd in listeners { Glibc.close(fd) } }
+        listeners.withLock { $0.removeAll() }
     }
 
-    private func wake() {
+    private func wakeUp() {
         var byte: UInt8 = 1
-        _ = Glibc.write(wakeWrite, &byte, 1)
+        _ = Glibc.write(wake.write.raw, &byte, 1)
     }
 
     private func waitForRequest(timeout: Duration) async throws(OAuthError) -> Accepted {
@@ -235,21 +219,22 @@ public final class LoopbackReceiver: Sendable {
                 }
             }
         } onCancel: {
-            wake()
+            wakeUp()
         }
         return try result.get()
     }
 
     private struct Connection {
-        var fd: Int32
+        var socket: SharedFileDescriptor
         var head: [UInt8] = []
         var deadline: ContinuousClock.Instant
     }
 
     /// The accept-and-read loop; runs on its own thread until a callback, the deadline, or a wake-up.
     private func serve(until deadline: ContinuousClock.Instant, timeout: Duration) -> Result<Accepted, OAuthError> {
+        // Dropped connections close with their owners, the rest when this returns.
         var connections: [Connection] = []
-        defer { for connection in connections { Glibc.close(connection.fd) } }
+        let listeners = self.listeners.withLock { $0 }
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
             let now = ContinuousClock.now
@@ -258,14 +243,10 @@ public final class LoopbackReceiver: Sendable {
                     .timedOut, endpoint: .authorization,
                     message: "no authorization callback arrived at \(redirectURI.absoluteString) within \(Self.seconds(timeout)) s"))
             }
-            connections.removeAll { connection in
-                guard connection.deadline <= now else { return false }
-                Glibc.close(connection.fd)
-                return true
-            }
-            var fds = listeners.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-            fds.append(pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0))
-            fds += connections.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+            connections.removeAll { $0.deadline <= now }
+            var fds = listeners.map { pollfd(fd: $0.raw, events: Int16(POLLIN), revents: 0) }
+            fds.append(pollfd(fd: wake.read.raw, events: Int16(POLLIN), revents: 0))
+            fds += connections.map { pollfd(fd: $0.socket.raw, events: Int16(POLLIN), revents: 0) }
             let nextDeadline = connections.map(\.deadline).reduce(deadline) { min($0, $1) }
             let wait = max(0, Self.milliseconds(now.duration(to: nextDeadline)))
             let ready = poll(&fds, nfds_t(fds.count), Int32(clamping: wait + 1))
@@ -284,11 +265,10 @@ public final class LoopbackReceiver: Sendable {
                 defer { index -= 1 }
                 let events = fds[listeners.count + 1 + index].revents
                 guard events != 0 else { continue }
-                let fd = connections[index].fd
-                let count = recv(fd, &buffer, buffer.count, 0)
+                let socket = connections[index].socket
+                let count = recv(socket.raw, &buffer, buffer.count, 0)
                 if count < 0, errno == EAGAIN || errno == EINTR { continue }
                 guard count > 0 else {
-                    Glibc.close(fd)
                     connections.remove(at: index)
                     continue
                 }
@@ -297,77 +277,27 @@ public final class LoopbackReceiver: Sendable {
                 case .incomplete:
                     continue
                 case .reject(let status, let text):
-                    Self.respond(fd, status: status, page: Self.page(title: status, text: text))
-                    Glibc.close(fd)
+                    Self.respond(socket.descriptor, status: status, page: Self.page(title: status, text: text))
                     connections.remove(at: index)
                 case .callback(let url):
                     connections.remove(at: index)
-                    Self.makeBlocking(fd)
-                    return .success(Accepted(fd: fd, url: url))
+                    Self.makeBlocking(socket.descriptor)
+                    return .success(Accepted(connection: socket, url: url))
                 }
             }
             for (offset, listener) in listeners.enumerated() where fds[offset].revents != 0 {
-                let fd = accept(listener, nil, nil)
-                guard fd >= 0 else { continue }
-                Self.setFlags(fd)
-                if connections.count >= Self.maximumConnections {
-                    Glibc.close(fd)
+                let connection: FileDescriptor
+                do throws(SystemError) {
+                    connection = try FileDescriptor(returnedBy: accept(listener.raw, nil, nil))
+                } catch {
                     continue
                 }
-                connections.append(Connection(fd: fd, deadline: ContinuousClock.now.advanced(by: Self.connectionTimeout)))
+                Self.setFlags(connection)
+                // Over the limit, the connection closes with its owner at the end of this iteration.
+                guard connections.count < Self.maximumConnections else { continue }
+                connections.append(Connection(socket: SharedFileDescriptor(connection), deadline: ContinuousClock.now.advanced(by: Self.connectionTimeout)))
             }
         }
-    }
-
-    private enum Verdict {
-        case incomplete
-        case reject(status: String, text: String)
-        case callback(URL)
-    }
-
-    /// Decides what a (possibly partial) request head is.
-    private func classify(_ head: [UInt8]) -> Verdict {
-        guard let end = Self.endOfHead(head) else {
-            if head.count > Self.maximumRequestSize {
-                return .reject(status: "431 Request Header Fields Too Large", text: "The request is too large.")
-            }
-            return .incomplete
-        }
-        guard end <= Self.maximumRequestSize else {
-            return .reject(status: "431 Request Header Fields Too Large", text: "The request is too large.")
-        }
-        let lineEnd = head.firstIndex(of: UInt8(ascii: "\n")) ?? end
-        let line = ASCIIText.trimmingBlanksAndNewlines(String(decoding: head[..<lineEnd], as: UTF8.self))
-        let parts = line.split(separator: " ", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[2].hasPrefix("HTTP/1."), parts[1].hasPrefix("/") else {
-            return .reject(status: "400 Bad Request", text: "This is not a request this page understands.")
-        }
-        let target = parts[1]
-        let targetPath = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]
-        guard parts[0] == "GET", targetPath == path else {
-            return .reject(status: "404 Not Found", text: "Nothing here. The sign-in continues in your other window.")
-        }
-        guard let queryStart = target.firstIndex(of: "?"), target.index(after: queryStart) < target.endIndex,
-              let url = URL(string: String(redirectURI.absoluteString.prefix { $0 != "?" }) + target[queryStart...])
-        else {
-            return .reject(status: "400 Bad Request", text: "The callback carries no parameters.")
-        }
-        return .callback(url)
-    }
-
-    /// The length of the head through its blank line, or nil when the blank line has not arrived.
-    private static func endOfHead(_ bytes: [UInt8]) -> Int? {
-        var index = 0
-        while index < bytes.count {
-            if bytes[index] == UInt8(ascii: "\n") {
-                if index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "\n") { return index + 2 }
-                if index + 2 < bytes.count, bytes[index + 1] == UInt8(ascii: "\r"), bytes[index + 2] == UInt8(ascii: "\n") {
-                    return index + 3
-                }
-            }
-            index += 1
-        }
-        return nil
     }
 
     // MARK: Sockets
@@ -377,7 +307,7 @@ public final class LoopbackReceiver: Sendable {
         case v6(String)
     }
 
-    private static func listen(address: Address, port: UInt16, host: String) throws(OAuthError) -> Int32 {
+    private static func listen(address: Address, port: UInt16, host: String) throws(OAuthError) -> FileDescriptor {
         func failure(_ what: String, _ code: Int32) -> OAuthError {
             let place = "\(host):\(port == 0 ? "<ephemeral>" : String(port))"
             return OAuthError(.configuration, endpoint: .authorization,
@@ -388,10 +318,16 @@ public final class LoopbackReceiver: Sendable {
         case .v4: family = AF_INET
         case .v6: family = AF_INET6
         }
-        let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        guard fd >= 0 else { throw failure("socket", errno) }
+        // On a throw below, the socket closes with its owner.
+        let fd: FileDescriptor
+        do throws(SystemError) {
+            fd = try FileDescriptor(returnedBy: socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0))
+        } catch {
+            throw failure("socket", error.code)
+        }
+        let raw = fd.raw   // for the closures below, while `fd` owns it
         var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        setsockopt(raw, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         let result: Int32
         switch address {
         case .v4(let text):
@@ -399,43 +335,33 @@ public final class LoopbackReceiver: Sendable {
             addr.sin_family = sa_family_t(AF_INET)
             addr.sin_port = port.bigEndian
             guard inet_pton(AF_INET, text, &addr.sin_addr) == 1 else {
-                Glibc.close(fd)
                 throw OAuthError(.configuration, endpoint: .authorization, message: "\"\(text)\" is not an IPv4 address")
             }
             result = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(raw, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
             }
         case .v6(let text):
-            setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size))
+            setsockopt(raw, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size))
             var addr = sockaddr_in6()
             addr.sin6_family = sa_family_t(AF_INET6)
             addr.sin6_port = port.bigEndian
             guard inet_pton(AF_INET6, text, &addr.sin6_addr) == 1 else {
-                Glibc.close(fd)
                 throw OAuthError(.configuration, endpoint: .authorization, message: "\"\(text)\" is not an IPv6 address")
             }
             result = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(raw, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
             }
         }
-        guard result == 0 else {
-            let code = errno
-            Glibc.close(fd)
-            throw failure("bind", code)
-        }
-        guard Glibc.listen(fd, 16) == 0 else {
-            let code = errno
-            Glibc.close(fd)
-            throw failure("listen", code)
-        }
+        guard result == 0 else { throw failure("bind", errno) }
+        guard Glibc.listen(raw, 16) == 0 else { throw failure("listen", errno) }
         return fd
     }
 
-    private static func localPort(_ fd: Int32) throws(OAuthError) -> UInt16 {
+    private static func localPort(_ fd: borrowing FileDescriptor) throws(OAuthError) -> UInt16 {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let result = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd.raw, $0, &length) }
         }
         guard result == 0 else {
             throw OAuthError(.configuration, endpoint: .authorization, message: "getsockname failed: \(errorText(errno))")
@@ -450,79 +376,18 @@ public final class LoopbackReceiver: Sendable {
     }
 
     /// Marks a descriptor close-on-exec and non-blocking.
-    private static func setFlags(_ fd: Int32) {
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        let flags = fcntl(fd, F_GETFL)
-        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK) }
+    private static func setFlags(_ fd: borrowing FileDescriptor) {
+        _ = fcntl(fd.raw, F_SETFD, FD_CLOEXEC)
+        let flags = fcntl(fd.raw, F_GETFL)
+        if flags >= 0 { _ = fcntl(fd.raw, F_SETFL, flags | O_NONBLOCK) }
     }
 
     /// Switches an accepted socket to blocking with a short send timeout, for the answer.
-    private static func makeBlocking(_ fd: Int32) {
-        let flags = fcntl(fd, F_GETFL)
-        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
+    private static func makeBlocking(_ fd: borrowing FileDescriptor) {
+        let flags = fcntl(fd.raw, F_GETFL)
+        if flags >= 0 { _ = fcntl(fd.raw, F_SETFL, flags & ~O_NONBLOCK) }
         var limit = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-    }
-
-    /// Sends a complete response and shuts the write side; never raises SIGPIPE.
-    private static func respond(_ fd: Int32, status: String, page: String) {
-        let body = Array(page.utf8)
-        let head = "HTTP/1.1 \(status)\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: \(body.count)\r\n"
-            + "Cache-Control: no-store\r\nReferrer-Policy: no-referrer\r\nX-Content-Type-Options: nosniff\r\n"
-            + "Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'\r\nConnection: close\r\n\r\n"
-        let bytes = Array(head.utf8) + body
-        var sent = 0
-        while sent < bytes.count {
-            let count = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if count < 0, errno == EINTR { continue }
-            if count < 0, errno == EAGAIN {
-                var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                guard poll(&ready, 1, 1000) > 0 else { return }
-                continue
-            }
-            guard count > 0 else { return }
-            sent += count
-        }
-        shutdown(fd, Int32(SHUT_WR))
-    }
-
-    // MARK: Pages
-
-    static func page(title: String, text: String) -> String {
-        """
-        <!doctype html>
-        <html><head><meta charset="utf-8"><title>\(escapeHTML(title))</title>
-        <style>body{font-family:system-ui,sans-serif;margin:4em auto;max-width:32em;line-height:1.5}</style></head>
-        <body><h1>\(escapeHTML(title))</h1><p>\(escapeHTML(text))</p></body></html>
-
-        """
-    }
-
-    /// A sentence for the browser: the error's code and description, never a secret.
-    static func explain(_ error: OAuthError) -> String {
-        var text = "The sign-in did not complete (\(error.code))"
-        if let response = error.response {
-            text += ": \(response.code.rawValue)"
-            if let detail = response.errorDescription { text += " — \(detail)" }
-        } else if let message = error.message {
-            text += ": \(message)"
-        }
-        return text + ". Return to the terminal for details."
-    }
-
-    static func escapeHTML(_ text: String) -> String {
-        var out = ""
-        for character in text {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.append(character)
-            }
-        }
-        return out
+        setsockopt(fd.raw, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
     }
 
     /// Whole milliseconds, saturating: a timeout of `Int.max` seconds (`--timeout` is not

@@ -37,11 +37,10 @@ enum DetachedThread {
         /// `pthread_setname_np` is not visible to Swift without `_GNU_SOURCE`; writing the name to
         /// the thread's `comm` file is what it does on Linux. A failure leaves the thread unnamed.
         func run() {
-            let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-            if fd >= 0 {
-                _ = name.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-                close(fd)
-            }
+            do throws(SystemError) {
+                let comm = try FileDescriptor(opening: "/proc/thread-self/comm", O_WRONLY)
+                _ = name.withUnsafeBytes { write(comm.raw, $0.baseAddress, $0.count) }
+            } catch {}
             body()
         }
     }

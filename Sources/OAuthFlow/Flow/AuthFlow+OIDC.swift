@@ -32,17 +32,13 @@ extension AuthFlow {
     ///   signed answer that fails a check above (the message names it), an encrypted answer, or a
     ///   `sub` other than the ID token's; `.transport`.
     public func userInfo(provider id: String) async throws(OAuthError) -> UserInfo {
-        let provider: Provider
-        let url: URL
-        do {
-            provider = try self.provider(id)
-            url = try await requiredEndpoint(.userinfo, of: provider, key: "userinfoURL")
-        } catch {
-            throw fail(id, error)
+        let provider = try resolve(id)
+        let url = try await reporting(id) { () async throws(OAuthError) in
+            try await requiredEndpoint(.userinfo, of: provider, key: "userinfoURL")
         }
         // Its failures are published by the renewal itself.
         let set = try await tokenSet(for: id)
-        do throws(OAuthError) {
+        return try await reporting(id) { () async throws(OAuthError) -> UserInfo in
             guard set.isBearer else {
                 throw OAuthError(.configuration, providerID: id, endpoint: .userinfo,
                                  message: "the access token's token_type is \"\(set.tokenType)\", not Bearer (RFC 6750)")
@@ -59,8 +55,6 @@ extension AuthFlow {
                 }
             }
             return info
-        } catch {
-            throw fail(id, error)
         }
     }
 
@@ -106,7 +100,7 @@ extension AuthFlow {
     ///   fragment; what ``metadata(for:)`` throws when discovery was needed and failed. Each is
     ///   published as `.error`.
     public func endSessionURL(provider id: String, postLogoutRedirectURI: URL? = nil, state: Secret? = nil) async throws(OAuthError) -> URL {
-        do throws(OAuthError) {
+        return try await reporting(id) { () async throws(OAuthError) -> URL in
             let provider = try self.provider(id)
             let endpoint = try await requiredEndpoint(.endSession, of: provider)
             let held = tokens[id]
@@ -116,8 +110,6 @@ extension AuthFlow {
             logger.debug(provider, "end-session URL built; id_token_hint=\(hint != nil) post_logout_redirect_uri=\(postLogoutRedirectURI != nil) "
                 + "state=\(state != nil)")
             return url
-        } catch {
-            throw fail(id, error)
         }
     }
 
@@ -136,7 +128,7 @@ extension AuthFlow {
     ///   when `active` is missing or not a boolean, or a member has the wrong type or an
     ///   out-of-range time; `.transport`.
     public func introspect(provider id: String, token: TokenKind = .accessToken) async throws(OAuthError) -> TokenIntrospection {
-        do throws(OAuthError) {
+        return try await reporting(id) { () async throws(OAuthError) -> TokenIntrospection in
             let provider = try self.provider(id)
             let url = try await requiredEndpoint(.introspection, of: provider, key: "introspectionURL")
             guard let set = tokens[id] else {
@@ -153,8 +145,6 @@ extension AuthFlow {
                 value = refreshToken
             }
             return try await Introspection.introspect(value, kind: token, url: url, client: client(for: provider))
-        } catch {
-            throw fail(id, error)
         }
     }
 

@@ -16,13 +16,15 @@ extension AuthFlow {
     /// - None in an authorization code answer for which `openid` was requested (and not refused in
     ///   the answer's `scope`) is a rejection: OpenID Connect Core §3.1.3.3 makes it required.
     /// - A provider without `issuer` cannot have its ID tokens validated: nil is returned (the
-    ///   token is then dropped, see ``keepOnlyValidated(_:of:in:)``) and a warning naming only the
+    ///   token is then dropped, see ``keepOnlyValidated(_:of:_:in:)``) and a warning naming only the
     ///   token's shape is logged.
     /// - Throws: ``OAuthError`` `.idTokenRejected` naming the check; what fetching metadata or keys throws.
-    func verifiedIDToken(_ result: GrantResult, for provider: Provider, now: Date) async throws(OAuthError) -> IDToken? {
-        guard let token = result.response.idToken else {
-            let openIDGranted = result.response.scope.map { $0.split(separator: " ").contains("openid") } ?? true
-            if result.previous == nil, result.grant == .authorizationCode, result.requestedScopes.contains("openid"), openIDGranted {
+    func verifiedIDToken(
+        _ response: TokenResponse, of grant: GrantRequest, for provider: Provider, now: Date
+    ) async throws(OAuthError) -> IDToken? {
+        guard let token = response.idToken else {
+            let openIDGranted = response.scope.map { $0.split(separator: " ").contains("openid") } ?? true
+            if grant.previous == nil, grant.grant == .authorizationCode, grant.requestedScopes.contains("openid"), openIDGranted {
                 throw OAuthError(.idTokenRejected, providerID: provider.id, endpoint: .token,
                                  message: "openid was requested but the token response has no id_token (OpenID Connect Core §3.1.3.3)")
             }
@@ -34,7 +36,7 @@ extension AuthFlow {
                 + "it against: it was discarded, not stored; set issuer (and jwksURL) in the catalog to validate and keep it")
             return nil
         }
-        return try await validate(token, issuer: issuer, of: result, for: provider, now: now)
+        return try await validate(token, issuer: issuer, of: response, grant, for: provider, now: now)
     }
 
     /// The validation itself, in a function of its own: its async frame (the validator, the
@@ -42,14 +44,14 @@ extension AuthFlow {
     /// not for every client-credentials fetch.
     @inline(never)
     private func validate(
-        _ token: Secret, issuer: String, of result: GrantResult, for provider: Provider, now: Date
+        _ token: Secret, issuer: String, of response: TokenResponse, _ grant: GrantRequest, for provider: Provider, now: Date
     ) async throws(OAuthError) -> IDToken? {
         let validator = IDTokenValidator(
             issuer: issuer, clientID: provider.clientID, allowedAlgorithms: try await allowedAlgorithms(for: provider),
             clientSecret: provider.clientSecret, clockSkew: options.clockSkew)
         let expectations = IDTokenValidator.Expectations(
-            nonce: result.previous == nil ? result.nonce : nil, maxAge: result.maxAge, requestedAt: result.requestedAt,
-            accessToken: result.response.accessToken, code: result.code, previous: result.previous?.validatedIDToken)
+            nonce: grant.previous == nil ? grant.nonce : nil, maxAge: grant.maxAge, requestedAt: grant.requestedAt,
+            accessToken: response.accessToken, code: grant.code, previous: grant.previous?.validatedIDToken)
         do {
             // An HMAC token is verified with the client secret alone: no keys to fetch.
             if try JWS(compact: token.reveal()).header.algorithm.isHMAC {
@@ -70,11 +72,11 @@ extension AuthFlow {
     /// raw token; else (no ID token in the answer, or one that could not be validated and is
     /// dropped) the previous validated one a refresh carries over (OpenID Connect Core §12.2);
     /// else none. An unvalidated ID token is never stored, exposed or sent as `id_token_hint`.
-    static func keepOnlyValidated(_ validated: IDToken?, of result: GrantResult, in set: inout TokenSet) {
-        if let validated, let raw = result.response.idToken {
+    static func keepOnlyValidated(_ validated: IDToken?, of response: TokenResponse, _ grant: GrantRequest, in set: inout TokenSet) {
+        if let validated, let raw = response.idToken {
             set.idToken = raw
             set.validatedIDToken = validated
-        } else if let previous = result.previous, let kept = previous.validatedIDToken {
+        } else if let previous = grant.previous, let kept = previous.validatedIDToken {
             set.idToken = previous.idToken
             set.validatedIDToken = kept
         } else {

@@ -11,8 +11,11 @@ extension AuthFlow {
     /// No case carries a token: ``Authorization`` and ``DeviceCode`` show only what a person
     /// or a log may see, and ``OAuthError`` never prints a secret.
     public enum State: Sendable, Equatable, CustomStringConvertible {
-        /// Nothing is authorized (at start with an empty store, or after ``AuthFlow/clear()``).
-        case empty
+        /// Nothing is authorized for `provider`: after ``AuthFlow/clear(provider:)``,
+        /// ``AuthFlow/revoke(provider:)``, or a logout another process made. With `provider` nil,
+        /// for no provider: at start, and after ``AuthFlow/clear()`` (every provider). Other
+        /// providers may still be authorized; read ``AuthFlow/authorizations`` to know.
+        case empty(provider: String?)
         /// An interactive grant started: the user is at the authorization URL.
         case authorizing(provider: String, grant: GrantType)
         /// A token request is in flight (code exchange, client credentials, refresh).
@@ -23,16 +26,24 @@ extension AuthFlow {
         case receivedDeviceCode(provider: String, DeviceCode)
         /// Tokens are stored and usable.
         case authorized(provider: String, Authorization)
-        /// The last operation failed.
-        case error(provider: String, OAuthError)
+        /// The last operation failed. `provider` is nil when the failure is not one provider's:
+        /// the store could not list its entries (``AuthFlow/restore()``, ``AuthFlow/clear()``), or a
+        /// callback could not be matched to a pending request (no state, one that matches none, or a
+        /// URL that is not a callback).
+        case error(provider: String?, OAuthError)
 
-        /// The provider the state is about (`nil` for `.empty`).
+        /// `.empty(provider: nil)`: nothing is authorized, for no provider in particular (the state
+        /// at start, and after ``AuthFlow/clear()``). As a pattern, `case .empty:` matches every
+        /// `.empty`, whatever its provider.
+        public static var empty: State { .empty(provider: nil) }
+
+        /// The provider the state is about; nil for `.empty` and `.error` that are no one provider's.
         public var providerID: String? {
             switch self {
-            case .empty: return nil
+            case .empty(let provider), .error(let provider, _): return provider
             case .authorizing(let provider, _), .requestingAccessToken(let provider),
                  .requestingDeviceCode(let provider), .receivedDeviceCode(let provider, _),
-                 .authorized(let provider, _), .error(let provider, _):
+                 .authorized(let provider, _):
                 return provider
             }
         }
@@ -53,14 +64,15 @@ extension AuthFlow {
         /// A one-line summary without secrets.
         public var description: String {
             switch self {
-            case .empty: return "empty"
+            case .empty(let provider): return provider.map { "empty(\($0))" } ?? "empty"
             case .authorizing(let provider, let grant): return "authorizing(\(provider), \(grant.rawValue))"
             case .requestingAccessToken(let provider): return "requestingAccessToken(\(provider))"
             case .requestingDeviceCode(let provider): return "requestingDeviceCode(\(provider))"
             case .receivedDeviceCode(let provider, let code): return "receivedDeviceCode(\(provider), \(code))"
             case .authorized(let provider, let auth):
                 return "authorized(\(provider), scopes: \(auth.scopes.joined(separator: " ")), expiresAt: \(auth.expiresAt.map { "\($0)" } ?? "never"))"
-            case .error(let provider, let error): return "error(\(provider), \(error))"
+            case .error(let provider?, let error): return "error(\(provider), \(error))"
+            case .error(nil, let error): return "error(\(error))"
             }
         }
     }

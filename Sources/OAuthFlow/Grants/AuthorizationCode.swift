@@ -29,6 +29,13 @@ public struct AuthorizationRequest: Sendable, Codable, CustomStringConvertible {
     public let scopes: [String]
     /// After this the callback is refused with `.stateMismatch`.
     public let expiresAt: Date
+    /// The `max_age` sent (OpenID Connect Core §3.1.2.1), in seconds; nil when none was. With it,
+    /// the ID token's `auth_time` is required and must be within it of ``requestedAt``.
+    public let maxAge: TimeInterval?
+    /// When the request was made: the reference time for ``maxAge``. Nil only for a request
+    /// encoded by a version that did not keep it; the flow that finishes it then takes
+    /// ``expiresAt`` minus its ``AuthFlow/Options/pendingAuthorizationLifetime``, as that version did.
+    public let requestedAt: Date?
 
     /// Provider, redirect URI, scopes and expiry; never the state, verifier or nonce.
     public var description: String {
@@ -44,8 +51,60 @@ extension AuthorizationRequest: CustomDebugStringConvertible, CustomReflectable 
     public var customMirror: Mirror {
         Mirror(self, children: [
             "providerID": providerID, "state": state, "codeVerifier": codeVerifier as Any, "nonce": nonce as Any,
-            "redirectURI": redirectURI, "scopes": scopes, "expiresAt": expiresAt,
+            "redirectURI": redirectURI, "scopes": scopes, "expiresAt": expiresAt, "maxAge": maxAge as Any,
+            "requestedAt": requestedAt as Any,
         ], displayStyle: .struct)
+    }
+}
+
+extension AuthorizationRequest {
+    private enum CodingKeys: String, CodingKey {
+        case providerID, url, state, codeVerifier, nonce, redirectURI, scopes, expiresAt, maxAge, requestedAt
+    }
+
+    /// Decodes a request encoded by ``encode(to:)``; one encoded before ``maxAge`` and
+    /// ``requestedAt`` were kept still decodes: `max_age` is read back from ``url``, and
+    /// ``requestedAt`` is nil.
+    /// - Throws: `DecodingError` when a member is missing or has the wrong type.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        providerID = try container.decode(String.self, forKey: .providerID)
+        url = try container.decode(URL.self, forKey: .url)
+        state = try container.decode(Secret.self, forKey: .state)
+        codeVerifier = try container.decodeIfPresent(Secret.self, forKey: .codeVerifier)
+        nonce = try container.decodeIfPresent(Secret.self, forKey: .nonce)
+        redirectURI = try container.decode(URL.self, forKey: .redirectURI)
+        scopes = try container.decode([String].self, forKey: .scopes)
+        expiresAt = try container.decode(Date.self, forKey: .expiresAt)
+        requestedAt = try container.decodeIfPresent(Date.self, forKey: .requestedAt)
+        if container.contains(.maxAge) {
+            maxAge = try container.decodeIfPresent(TimeInterval.self, forKey: .maxAge)
+        } else {
+            maxAge = Self.maxAge(in: url)
+        }
+    }
+
+    /// Encodes every member (the secrets as they are: keep the encoding as you keep the session).
+    /// - Throws: what the encoder throws.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(providerID, forKey: .providerID)
+        try container.encode(url, forKey: .url)
+        try container.encode(state, forKey: .state)
+        try container.encodeIfPresent(codeVerifier, forKey: .codeVerifier)
+        try container.encodeIfPresent(nonce, forKey: .nonce)
+        try container.encode(redirectURI, forKey: .redirectURI)
+        try container.encode(scopes, forKey: .scopes)
+        try container.encode(expiresAt, forKey: .expiresAt)
+        try container.encode(maxAge, forKey: .maxAge)
+        try container.encodeIfPresent(requestedAt, forKey: .requestedAt)
+    }
+
+    /// The first `max_age` in `url`'s query, in seconds (a negative one counts as 0); nil when
+    /// there is none or it is not an integer.
+    static func maxAge(in url: URL) -> TimeInterval? {
+        (URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "max_age" }?.value)
+            .flatMap { Int($0) }.map { TimeInterval(max($0, 0)) }
     }
 }
 
@@ -94,13 +153,14 @@ enum AuthorizationCodeGrant {
         }
         return AuthorizationRequest(
             providerID: provider.id, url: url, state: state, codeVerifier: pkce?.verifier, nonce: nonce,
-            redirectURI: redirectURI, scopes: scopes, expiresAt: now.addingTimeInterval(lifetime))
+            redirectURI: redirectURI, scopes: scopes, expiresAt: now.addingTimeInterval(lifetime),
+            maxAge: AuthorizationRequest.maxAge(in: url), requestedAt: now)
     }
 
-    /// The code exchange (RFC 6749 §4.1.3, RFC 7636 §4.5).
-    static func exchange(
-        code: Secret, request: AuthorizationRequest, client: EndpointClient, tokenURL: URL
-    ) async throws(OAuthError) -> TokenResponse {
+    /// The code exchange for a callback's `code` (RFC 6749 §4.1.3, RFC 7636 §4.5), with what the
+    /// ID token is checked against: the request's nonce, `max_age` and time (`requestedAt`: the
+    /// request's own, or for a request encoded without it, what the flow derives).
+    static func exchange(code: Secret, request: AuthorizationRequest, requestedAt: Date) -> GrantRequest {
         var fields: [(String, String)] = [
             ("grant_type", GrantType.authorizationCode.rawValue), ("code", code.reveal()),
             ("redirect_uri", request.redirectURI.absoluteString),
@@ -108,6 +168,7 @@ enum AuthorizationCodeGrant {
         if let verifier = request.codeVerifier { fields.append(("code_verifier", verifier.reveal())) }
         // A code is single use (RFC 6749 §4.1.2): once any answer arrived it is spent, so only a
         // request that got no response is sent again.
-        return try await client.requestToken(fields, url: tokenURL, retrying: .beforeResponse)
+        return GrantRequest(.post(fields, retrying: .beforeResponse), grant: .authorizationCode, requestedScopes: request.scopes,
+                            nonce: request.nonce, code: code, maxAge: request.maxAge, requestedAt: requestedAt)
     }
 }

@@ -6,18 +6,17 @@ import Foundation
 
 /// The client credentials grant ([RFC 6749 §4.4](https://www.rfc-editor.org/rfc/rfc6749#section-4.4)).
 enum ClientCredentialsGrant {
-    /// Refuses a public client: only a client that can authenticate may use this grant.
-    static func checkAllowed(for provider: Provider) throws(OAuthError) {
+    /// The request for `scopes`: `grant_type` and `scope`; retried on transient failures (a
+    /// client credentials request has no single-use part).
+    /// - Throws: ``OAuthError`` `.configuration` for a public client: only a client that can
+    ///   authenticate may use this grant.
+    static func request(_ provider: Provider, scopes: [String]) throws(OAuthError) -> GrantRequest {
         guard provider.isConfidential else {
             throw OAuthError(.configuration, providerID: provider.id,
                              message: "the client credentials grant needs a client secret (RFC 6749 §4.4)")
         }
-    }
-
-    static func request(scopes: [String], client: EndpointClient, tokenURL: URL) async throws(OAuthError) -> TokenResponse {
-        try checkAllowed(for: client.provider)
         var fields: [(String, String)] = [("grant_type", GrantType.clientCredentials.rawValue)]
         if !scopes.isEmpty { fields.append(("scope", scopes.joined(separator: " "))) }
-        return try await client.requestToken(fields, url: tokenURL, retrying: .transient)
+        return GrantRequest(.post(fields, retrying: .transient), grant: .clientCredentials, requestedScopes: scopes)
     }
 }

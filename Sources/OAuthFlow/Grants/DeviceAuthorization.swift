@@ -13,16 +13,17 @@ enum DeviceAuthorizationGrant {
     /// Transport failures in a row after which polling gives up.
     static let maximumConsecutiveTransportFailures = 5
 
-    /// Requests a device code and user code (RFC 8628 §3.1–3.2).
-    static func requestCode(scopes: [String], client: EndpointClient, url: URL?, now: Date) async throws(OAuthError) -> DeviceCode {
-        let provider = client.provider
-        guard let url else {
-            throw OAuthError(.configuration, providerID: provider.id, message: "provider \"\(provider.id)\" has no deviceAuthorizationURL")
-        }
+    /// Requests a device code and user code (RFC 8628 §3.1–3.2), with the client's authentication.
+    static func requestCode(scopes: [String], client: EndpointClient, url: URL, now: Date) async throws(OAuthError) -> DeviceCode {
         var fields: [(String, String)] = []
         if !scopes.isEmpty { fields.append(("scope", scopes.joined(separator: " "))) }
-        let object = try await client.send(client.formRequest(url: url, fields: fields), endpoint: .deviceAuthorization)
-        return try decode(object, provider: provider.id, scopes: scopes, now: now)
+        let object = try await client.send(try await client.formRequest(url: url, fields: fields), endpoint: .deviceAuthorization)
+        return try decode(object, provider: client.provider.id, scopes: scopes, now: now)
+    }
+
+    /// The token request for `code`: the runner polls with it (``poll(_:client:tokenURL:clock:now:onSlowDown:)``).
+    static func request(polling code: DeviceCode) -> GrantRequest {
+        GrantRequest(.devicePoll(code), grant: .deviceCode, requestedScopes: code.scopes)
     }
 
     /// The longest device code lifetime and polling interval accepted: about 68 years; larger

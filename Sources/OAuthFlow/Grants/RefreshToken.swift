@@ -6,26 +6,27 @@ import Foundation
 
 /// The refresh grant ([RFC 6749 §6](https://www.rfc-editor.org/rfc/rfc6749#section-6)).
 enum RefreshTokenGrant {
-    /// Posts the refresh token to the token endpoint (never the authorization endpoint).
-    ///
-    /// `invalid_grant` becomes `.reauthorizationRequired`, with the §5.2 body kept; so does a 400
-    /// or 401 without a §5.2 body (some servers answer a dead refresh token that way), so the flow
-    /// marks the login instead of posting the dead token again on every call.
-    static func request(refreshToken: Secret, client: EndpointClient, tokenURL: URL) async throws(OAuthError) -> TokenResponse {
+    /// The request that renews `previous` with its refresh token, posted to the token endpoint
+    /// (never the authorization endpoint); retried on transient failures.
+    static func request(refreshToken: Secret, renewing previous: TokenSet) -> GrantRequest {
         let fields: [(String, String)] = [("grant_type", GrantType.refreshToken.rawValue), ("refresh_token", refreshToken.reveal())]
-        do {
-            return try await client.requestToken(fields, url: tokenURL, retrying: .transient)
-        } catch where error.response?.code == .invalidGrant {
-            var error = error
+        return GrantRequest(.post(fields, retrying: .transient), grant: previous.grant, requestedScopes: previous.scopes, previous: previous)
+    }
+
+    /// Reads the token endpoint's refusal of a refresh: `invalid_grant` becomes
+    /// `.reauthorizationRequired`, with the §5.2 body kept; so does a 400 or 401 without a §5.2
+    /// body (some servers answer a dead refresh token that way), so the flow marks the login
+    /// instead of posting the dead token again on every call.
+    static func read(_ error: OAuthError) -> OAuthError {
+        var error = error
+        if error.response?.code == .invalidGrant {
             error.code = .reauthorizationRequired
             error.message = "the refresh token was rejected; authorize again"
-            throw error
-        } catch where error.code == .httpStatus && (error.httpStatus == 400 || error.httpStatus == 401) {
-            var error = error
+        } else if error.code == .httpStatus && (error.httpStatus == 400 || error.httpStatus == 401) {
             error.code = .reauthorizationRequired
             error.message = "the token endpoint refused the refresh with HTTP \(error.httpStatus ?? 0) and no OAuth error body; authorize again"
-            throw error
         }
+        return error
     }
 
     /// Folds a refresh response into the previous set: a new refresh token replaces the old one
@@ -35,16 +36,5 @@ enum RefreshTokenGrant {
         next.refreshToken = response.refreshToken ?? previous.refreshToken
         next.idToken = response.idToken ?? previous.idToken
         return next
-    }
-}
-
-extension TokenSet {
-    /// A token set from a §5.1 response received at `now`.
-    init(_ response: TokenResponse, providerID: String, requestedScopes: [String], grant: GrantType, now: Date) {
-        let scopes = response.scope.map { $0.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init) } ?? requestedScopes
-        self.init(
-            providerID: providerID, accessToken: response.accessToken, tokenType: response.tokenType,
-            refreshToken: response.refreshToken, idToken: response.idToken, scopes: scopes, issuedAt: now,
-            expiresAt: response.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) }, grant: grant)
     }
 }

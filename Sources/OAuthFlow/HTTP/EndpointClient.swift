@@ -4,40 +4,6 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// The token response fields of RFC 6749 §5.1, decoded from JSON or (GitHub) form encoding.
-struct TokenResponse: Sendable {
-    var accessToken: Secret
-    var tokenType: String
-    var expiresIn: Int?
-    var refreshToken: Secret?
-    var idToken: Secret?
-    var scope: String?
-
-    /// The longest `expires_in` accepted: about 68 years. A larger number is an error, never a
-    /// date too far away to compute with.
-    static let maximumLifetime = Int(Int32.max)
-
-    /// Decodes a §5.1 body; every number is range-checked and every token's syntax checked
-    /// (``TokenSyntax``); a `token_type` other than Bearer is refused.
-    /// - Throws: ``OAuthError`` `.invalidResponse` naming the member and the problem.
-    init(_ json: JSONObject) throws(OAuthError) {
-        accessToken = Secret(try json.requiredString("access_token"))
-        tokenType = try json.requiredString("token_type")
-        // Azure sends "3599" as a string.
-        expiresIn = try json.integer("expires_in", in: 0...Self.maximumLifetime, acceptsString: true)
-        refreshToken = try json.string("refresh_token").flatMap { $0.isEmpty ? nil : Secret($0) }
-        idToken = try json.string("id_token").flatMap { $0.isEmpty ? nil : Secret($0) }
-        try TokenSyntax.check(
-            accessToken: accessToken.reveal(), tokenType: tokenType, refreshToken: refreshToken?.reveal(), idToken: idToken?.reveal(),
-            names: ("access_token", "token_type", "refresh_token", "id_token"), fail: json.fail)
-        if case .array = json.value("scope") {
-            scope = try json.strings("scope")?.joined(separator: " ")   // a few servers send an array
-        } else {
-            scope = try json.string("scope")
-        }
-    }
-}
-
 /// Everything the grants and the OpenID Connect endpoints share: building form POSTs with client
 /// authentication, bearer GETs and public document GETs; sending them; decoding bodies through
 /// the one JSON parser; and mapping errors (RFC 6749 §5.2).
@@ -51,49 +17,39 @@ final class EndpointClient: Sendable {
     let log: Logger
     /// Retries for the requests sent with a ``RetryScope`` (token requests; see Retry.swift).
     let retry: Retrier
-    /// The `Authorization` value of `client_secret_basic` for ``provider``, when the caller made it
-    /// already (``AuthFlow`` does once per provider); nil to make it for each request.
-    let basicAuthorization: Secret?
+    /// How the client authenticates (Credentials/ClientAuthentication.swift): made once, applied
+    /// to every form POST.
+    let authentication: ClientAuthentication
 
+    /// A client for `provider`; its authentication is made from the provider's registration
+    /// unless given. ``AuthFlow`` makes one per provider when it is made.
     init(
         provider: Provider, transport: any HTTPTransport, userAgent: String, log: Logger, retry: Retrier = .none,
-        basicAuthorization: Secret? = nil
+        authentication: ClientAuthentication? = nil
     ) {
         self.provider = provider
         self.transport = transport
         self.userAgent = userAgent
         self.log = log
         self.retry = retry
-        self.basicAuthorization = basicAuthorization
+        self.authentication = authentication ?? ClientAuthentication(provider)
     }
 
     /// The largest body accepted: the transport's own setting.
     var maximumBodySize: Int { transport.maximumBodySize }
 
-    /// A POST of `fields` to `url`, authenticated per the provider (RFC 6749 §2.3.1).
-    func formRequest(url: URL, fields: [(String, String)], authenticate: Bool = true) -> HTTPRequest {
-        var fields = fields
-        var headers: [(name: String, value: String)] = [
+    /// A POST of `fields` to `url`, with the client's authentication applied (RFC 6749 §2.3): the
+    /// one place every request that authenticates the client is built (token endpoint, device
+    /// authorization, revocation, introspection).
+    /// - Throws: what the authentication step throws (none of today's methods does).
+    func formRequest(url: URL, fields: [(String, String)]) async throws(OAuthError) -> HTTPRequest {
+        var post = FormPost(url: url, clientID: provider.clientID, fields: fields, headers: [
             ("Content-Type", "application/x-www-form-urlencoded"),
             ("Accept", "application/json"),
             ("User-Agent", provider.userAgent ?? userAgent),
-        ]
-        switch provider.clientAuthentication {
-        case .clientSecretBasic where authenticate:
-            headers.append(("Authorization", basicAuthorization?.reveal() ?? Self.basicAuthorization(for: provider)))
-        case .clientSecretPost where authenticate:
-            fields.append(("client_id", provider.clientID))
-            fields.append(("client_secret", provider.clientSecret?.reveal() ?? ""))
-        default:
-            fields.append(("client_id", provider.clientID))
-        }
-        return HTTPRequest(method: "POST", url: url, headers: headers, body: Data(utf8Of: FormEncoding.encode(fields)))
-    }
-
-    /// `Basic` and the base64 of the form-encoded client id and secret joined by `:` (RFC 6749 §2.3.1).
-    static func basicAuthorization(for provider: Provider) -> String {
-        let credentials = FormEncoding.escape(provider.clientID) + ":" + FormEncoding.escape(provider.clientSecret?.reveal() ?? "")
-        return "Basic " + Data(utf8Of: credentials).base64EncodedString()
+        ])
+        try await authentication.apply(to: &post)
+        return HTTPRequest(method: "POST", url: url, headers: post.headers, body: Data(utf8Of: FormEncoding.encode(post.fields)))
     }
 
     /// A GET of `url`; with `bearer`, authorized by that access token (RFC 6750 §2.1) — the
@@ -254,7 +210,7 @@ final class EndpointClient: Sendable {
     func requestToken(
         _ fields: [(String, String)], url: URL, retrying scope: RetryScope = .never
     ) async throws(OAuthError) -> TokenResponse {
-        let object = try await send(formRequest(url: url, fields: fields), endpoint: .token, retrying: scope)
+        let object = try await send(try await formRequest(url: url, fields: fields), endpoint: .token, retrying: scope)
         return try TokenResponse(object)
     }
 }

@@ -241,3 +241,14 @@ public struct DeviceCode: Sendable, Hashable, CustomStringConvertible {
             + "expiresIn: \(expiresIn), interval: \(interval), deviceCode: <redacted>)"
     }
 }
+
+extension TokenSet {
+    /// A token set from a §5.1 response received at `now`.
+    init(_ response: TokenResponse, providerID: String, requestedScopes: [String], grant: GrantType, now: Date) {
+        let scopes = response.scope.map { $0.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init) } ?? requestedScopes
+        self.init(
+            providerID: providerID, accessToken: response.accessToken, tokenType: response.tokenType,
+            refreshToken: response.refreshToken, idToken: response.idToken, scopes: scopes, issuedAt: now,
+            expiresAt: response.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) }, grant: grant)
+    }
+}

@@ -611,9 +611,9 @@ extension ProviderCatalog {
     /// The file is opened `O_NONBLOCK | O_CLOEXEC` and `fstat`ed before anything is read: a FIFO,
     /// socket, device or directory is refused at once instead of blocking the open or the read.
     static func readFile(at url: URL, limit: Int) throws(FileProblem) -> Data {
-        let file = try OpenFile(path: url.path)
+        let file = try openFile(path: url.path)
         var info = stat()
-        guard fstat(file.fd, &info) == 0 else { throw FileProblem(reason: "cannot be examined: \(describe(errno))") }
+        guard fstat(file.raw, &info) == 0 else { throw FileProblem(reason: "cannot be examined: \(describe(errno))") }
         switch info.st_mode & S_IFMT {
         case S_IFREG: break
         case S_IFDIR: throw FileProblem(reason: "is a directory, not a file")
@@ -630,7 +630,7 @@ extension ProviderCatalog {
         var count = 0
         while count < limit + 1 {
             if count == data.count { data.append(contentsOf: repeatElement(0, count: min(data.count, limit + 1 - data.count))) }
-            let read = data.withUnsafeMutableBytes { Glibc.read(file.fd, $0.baseAddress! + count, $0.count - count) }
+            let read = data.withUnsafeMutableBytes { Glibc.read(file.raw, $0.baseAddress! + count, $0.count - count) }
             if read < 0, errno == EINTR { continue }
             guard read >= 0 else { throw FileProblem(reason: "cannot be read: \(describe(errno))") }
             if read == 0 { break }
@@ -648,24 +648,17 @@ extension ProviderCatalog {
         }
     }
 
-    /// Owns one file descriptor opened for reading; closes it exactly once.
-    struct OpenFile: ~Copyable {
-        let fd: Int32
-
-        init(path: String) throws(FileProblem) {
-            let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-            guard fd >= 0 else {
-                let code = errno
-                switch code {
-                case ENOENT: throw FileProblem(reason: "does not exist")
-                case ENOTDIR: throw FileProblem(reason: "does not exist (a parent is not a directory)")
-                case ENXIO: throw FileProblem(reason: "is not a regular file (a FIFO or socket without a peer)")
-                default: throw FileProblem(reason: "cannot be opened: \(ProviderCatalog.describe(code))")
-                }
+    /// `path` opened for reading (`O_NONBLOCK`: a FIFO without a writer must not hang the open).
+    static func openFile(path: String) throws(FileProblem) -> FileDescriptor {
+        do throws(SystemError) {
+            return try FileDescriptor(opening: path, O_RDONLY | O_NONBLOCK)
+        } catch {
+            switch error.code {
+            case ENOENT: throw FileProblem(reason: "does not exist")
+            case ENOTDIR: throw FileProblem(reason: "does not exist (a parent is not a directory)")
+            case ENXIO: throw FileProblem(reason: "is not a regular file (a FIFO or socket without a peer)")
+            default: throw FileProblem(reason: "cannot be opened: \(ProviderCatalog.describe(error.code))")
             }
-            self.fd = fd
         }
-
-        deinit { _ = close(fd) }
     }
 }

@@ -280,14 +280,14 @@ private enum KeyFile {
                               underlying: code.flatMap { POSIXErrorCode(rawValue: $0) }.map { POSIXError($0) })
         }
         // O_NONBLOCK: a FIFO or a device in place of the key must not hang the open; fstat refuses it next.
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
-        guard fd >= 0 else {
-            let code = errno
-            throw failure(code == ENOENT ? "it does not exist" : "cannot open it", errno: code == ENOENT ? nil : code)
+        let fd: FileDescriptor
+        do throws(SystemError) {
+            fd = try FileDescriptor(opening: path, O_RDONLY | O_NONBLOCK | O_NOCTTY)
+        } catch {
+            throw failure(error.code == ENOENT ? "it does not exist" : "cannot open it", errno: error.code == ENOENT ? nil : error.code)
         }
-        defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0 else { throw failure("cannot stat it", errno: errno) }
+        guard fstat(fd.raw, &info) == 0 else { throw failure("cannot stat it", errno: errno) }
         guard info.st_mode & S_IFMT == S_IFREG else {
             throw failure("it is \(kind(info.st_mode)), not a regular file")
         }
@@ -331,12 +331,12 @@ private enum KeyFile {
         return KeyMaterial(key)
     }
 
-    private static func readAll(_ fd: Int32, failure: (String, Int32?) -> OAuthError) throws(OAuthError) -> [UInt8] {
+    private static func readAll(_ fd: borrowing FileDescriptor, failure: (String, Int32?) -> OAuthError) throws(OAuthError) -> [UInt8] {
         var content: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: sizeLimit + 1)
         defer { wipe(&chunk) }
         while content.count <= sizeLimit {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd.raw, $0.baseAddress, $0.count) }
             if count < 0 {
                 let code = errno
                 if code == EINTR { continue }

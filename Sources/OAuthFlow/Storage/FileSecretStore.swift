@@ -47,7 +47,7 @@ public final class FileSecretStore: SecretStore {
     private let path: String
     /// The directory, opened once: every file operation is relative to it, so a path swapped
     /// after ``init(directory:environment:lockTimeout:encryption:)`` checked it cannot redirect the store.
-    private let directoryFD: Int32
+    private let directoryFD: FileDescriptor
     private let locks = KeyedAsyncLock()
 
     /// Opens the store, creating its directory (mode 0700) when it does not exist.
@@ -80,27 +80,22 @@ public final class FileSecretStore: SecretStore {
         }
         let path = directory.standardizedFileURL.path
         let created = try Self.makeDirectories(path)
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw Self.failure(nil, "cannot open the secret store directory \"\(path)\"", errno: errno)
-        }
-        do throws(OAuthError) {
-            if created, fchmod(fd, 0o700) != 0 {
-                throw Self.failure(nil, "cannot set mode 0700 on \"\(path)\"", errno: errno)
-            }
-            try Self.checkDirectory(fd, path: path, key: nil)
+        let fd: FileDescriptor
+        do throws(SystemError) {
+            fd = try FileDescriptor(opening: path, O_RDONLY | O_DIRECTORY)
         } catch {
-            close(fd)
-            throw error
+            throw Self.failure(nil, "cannot open the secret store directory \"\(path)\"", errno: error.code)
         }
+        if created, fchmod(fd.raw, 0o700) != 0 {
+            throw Self.failure(nil, "cannot set mode 0700 on \"\(path)\"", errno: errno)
+        }
+        try Self.checkDirectory(fd, path: path, key: nil)
         self.directory = URL(fileURLWithPath: path, isDirectory: true)
         self.path = path
         self.directoryFD = fd
         self.lockTimeout = lockTimeout
         self.encryption = encryption
     }
-
-    deinit { close(directoryFD) }
 
     /// The XDG state directory for `name`: `$XDG_STATE_HOME/<name>`, else `$HOME/.local/state/<name>`.
     ///
@@ -169,18 +164,18 @@ public final class FileSecretStore: SecretStore {
         try Self.checkDirectory(directoryFD, path: path, key: key)
         let file = "\(path)/\(key).json"
         // O_NONBLOCK: a FIFO planted in place of the entry must not hang the open.
-        let fd = openat(directoryFD, "\(key).json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        if fd < 0 {
-            let code = errno
-            switch code {
+        let fd: FileDescriptor
+        do throws(SystemError) {
+            fd = try FileDescriptor(opening: "\(key).json", in: directoryFD, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+        } catch {
+            switch error.code {
             case ENOENT: return nil
             case ELOOP: throw Self.failure(key, "refusing \"\(file)\": it is a symbolic link; replace it with a regular file or delete it")
-            default: throw Self.failure(key, "cannot open \"\(file)\"", errno: code)
+            default: throw Self.failure(key, "cannot open \"\(file)\"", errno: error.code)
             }
         }
-        defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0 else { throw Self.failure(key, "cannot stat \"\(file)\"", errno: errno) }
+        guard fstat(fd.raw, &info) == 0 else { throw Self.failure(key, "cannot stat \"\(file)\"", errno: errno) }
         guard info.st_mode & S_IFMT == S_IFREG else {
             throw Self.failure(key, "refusing \"\(file)\": it is not a regular file; delete it")
         }
@@ -221,37 +216,47 @@ public final class FileSecretStore: SecretStore {
         try Self.checkDirectory(directoryFD, path: path, key: key)
 
         var temporary = ""
-        var fd: Int32 = -1
+        var created: FileDescriptor?
         var openError: Int32 = 0
         for _ in 0..<8 {
             temporary = ".\(key).\(String(UInt64.random(in: .min ... .max), radix: 16)).tmp"
-            fd = openat(directoryFD, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-            if fd >= 0 { break }
-            openError = errno
-            if openError != EEXIST { break }
+            do throws(SystemError) {
+                created = try FileDescriptor(opening: temporary, in: directoryFD, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
+                break
+            } catch {
+                openError = error.code
+                if openError != EEXIST { break }
+            }
         }
-        guard fd >= 0 else {
+        guard let fd = created.take() else {
             throw Self.failure(key, "cannot create a temporary file in \"\(path)\" to save \"\(key)\"", errno: openError)
         }
         do throws(OAuthError) {
-            // The umask can only narrow the mode given to openat; set exactly 0600 anyway.
-            guard fchmod(fd, 0o600) == 0 else { throw Self.failure(key, "cannot set mode 0600 on \"\(path)/\(temporary)\"", errno: errno) }
-            try writeAll(data, to: fd, key: key, file: "\(path)/\(temporary)")
-            guard Self.retryingInterrupts({ fsync(fd) }) == 0 else {
-                throw Self.failure(key, "cannot flush \"\(path)/\(temporary)\" to disk", errno: errno)
-            }
-            let closed = close(fd)
-            fd = -1
-            guard closed == 0 else { throw Self.failure(key, "cannot close \"\(path)/\(temporary)\"", errno: errno) }
-            guard renameat(directoryFD, temporary, directoryFD, "\(key).json") == 0 else {
+            try writeTemporary(fd, data, key: key, file: "\(path)/\(temporary)")
+            guard renameat(directoryFD.raw, temporary, directoryFD.raw, "\(key).json") == 0 else {
                 throw Self.failure(key, "cannot replace \"\(file)\"", errno: errno)
             }
         } catch {
-            if fd >= 0 { close(fd) }
-            unlinkat(directoryFD, temporary, 0)
+            unlinkat(directoryFD.raw, temporary, 0)
             throw error
         }
         try syncDirectory(key: key, after: "saving \"\(file)\"")
+    }
+
+    /// Writes `data` to the new temporary file `fd` (mode exactly 0600), flushes it to disk, and
+    /// closes it, whatever happens.
+    private func writeTemporary(_ fd: consuming FileDescriptor, _ data: Data, key: String, file: String) throws(OAuthError) {
+        // The umask can only narrow the mode given to openat; set exactly 0600 anyway.
+        guard fchmod(fd.raw, 0o600) == 0 else { throw Self.failure(key, "cannot set mode 0600 on \"\(file)\"", errno: errno) }
+        try writeAll(data, to: fd, key: key, file: file)
+        guard Self.retryingInterrupts({ fsync(fd.raw) }) == 0 else {
+            throw Self.failure(key, "cannot flush \"\(file)\" to disk", errno: errno)
+        }
+        do throws(SystemError) {
+            try fd.close()
+        } catch {
+            throw Self.failure(key, "cannot close \"\(file)\"", errno: error.code)
+        }
     }
 
     /// Removes `<key>.json` under `key`'s lock; removing a missing entry is not an error.
@@ -273,7 +278,7 @@ public final class FileSecretStore: SecretStore {
 
     private func unlinkEntry(_ key: String) throws(OAuthError) {
         let file = "\(path)/\(key).json"
-        if unlinkat(directoryFD, "\(key).json", 0) != 0 {
+        if unlinkat(directoryFD.raw, "\(key).json", 0) != 0 {
             let code = errno
             if code == ENOENT { return }
             throw Self.failure(key, "cannot delete \"\(file)\"", errno: code)
@@ -289,13 +294,16 @@ public final class FileSecretStore: SecretStore {
 
     /// ``keys()`` without the `async`, for the same callers as ``loadSynchronously(_:)``.
     package func keysSynchronously() throws(OAuthError) -> [String] {
-        let fd = openat(directoryFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw Self.failure(nil, "cannot open \"\(path)\" to list it", errno: errno) }
-        guard let stream = fdopendir(fd) else {
-            let code = errno
-            close(fd)
-            throw Self.failure(nil, "cannot list \"\(path)\"", errno: code)
+        let fd: FileDescriptor
+        do throws(SystemError) {
+            fd = try FileDescriptor(opening: ".", in: directoryFD, O_RDONLY | O_DIRECTORY)
+        } catch {
+            throw Self.failure(nil, "cannot open \"\(path)\" to list it", errno: error.code)
         }
+        guard let stream = fdopendir(fd.raw) else {
+            throw Self.failure(nil, "cannot list \"\(path)\"", errno: errno)
+        }
+        _ = fd.take()  // the stream owns the descriptor now: closedir closes it
         defer { closedir(stream) }
         var keys: [String] = []
         while true {
@@ -331,12 +339,12 @@ public final class FileSecretStore: SecretStore {
         try validate(key)
         let name = lockName(key)
         return try await locks.withLock(key) { () async throws(OAuthError) -> T in
-            let fd = try await self.lockFile(key)
-            defer { close(fd) }  // closing the descriptor releases the flock
+            let lock = try await self.lockFile(key)
             // Marks the lock as held by this task, so a `delete` inside `body` does not wait for itself.
             let result = await Self.$heldLocks.withValue(Self.heldLocks.union([name])) { () async -> Result<T, OAuthError> in
                 do throws(OAuthError) { return .success(try await body()) } catch { return .failure(error) }
             }
+            try? lock.close()  // closing the descriptor releases the flock
             return try result.get()
         }
     }
@@ -348,25 +356,24 @@ public final class FileSecretStore: SecretStore {
 
     // MARK: Locking
 
-    /// Opens `<key>.lock` and takes an exclusive flock on it; the caller closes the descriptor.
-    private func lockFile(_ key: String) async throws(OAuthError) -> Int32 {
+    /// Opens `<key>.lock` and takes an exclusive flock on it, held until the descriptor closes.
+    private func lockFile(_ key: String) async throws(OAuthError) -> FileDescriptor {
         let file = "\(path)/\(key).lock"
-        // Read-only is enough for flock(2), and opens a lock file whatever its write bits.
-        let fd = openat(directoryFD, "\(key).lock", O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0o600)
-        guard fd >= 0 else {
-            let code = errno
-            if code == ELOOP { throw Self.failure(key, "refusing the lock file \"\(file)\": it is a symbolic link; delete it") }
-            throw Self.failure(key, "cannot open the lock file \"\(file)\"", errno: code)
+        let fd: FileDescriptor
+        do throws(SystemError) {
+            // Read-only is enough for flock(2), and opens a lock file whatever its write bits.
+            fd = try FileDescriptor(opening: "\(key).lock", in: directoryFD, O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK, mode: 0o600)
+        } catch {
+            if error.code == ELOOP { throw Self.failure(key, "refusing the lock file \"\(file)\": it is a symbolic link; delete it") }
+            throw Self.failure(key, "cannot open the lock file \"\(file)\"", errno: error.code)
         }
-        var locked = false
-        defer { if !locked { close(fd) } }
         var info = stat()
-        guard fstat(fd, &info) == 0 else { throw Self.failure(key, "cannot stat the lock file \"\(file)\"", errno: errno) }
+        guard fstat(fd.raw, &info) == 0 else { throw Self.failure(key, "cannot stat the lock file \"\(file)\"", errno: errno) }
         guard info.st_mode & S_IFMT == S_IFREG else {
             throw Self.failure(key, "refusing the lock file \"\(file)\": it is not a regular file; delete it")
         }
         if info.st_uid == geteuid(), info.st_mode & 0o777 != 0o600 {
-            fchmod(fd, 0o600)  // a narrow umask or flock(1) may have created it otherwise; it holds no data
+            fchmod(fd.raw, 0o600)  // a narrow umask or flock(1) may have created it otherwise; it holds no data
         }
 
         let clock = ContinuousClock()
@@ -377,10 +384,7 @@ public final class FileSecretStore: SecretStore {
             guard !Task.isCancelled else {
                 throw OAuthError(.cancelled, providerID: key, message: "cancelled while waiting for the lock on \"\(file)\"")
             }
-            if flock(fd, LOCK_EX | LOCK_NB) == 0 {
-                locked = true
-                return fd
-            }
+            if flock(fd.raw, LOCK_EX | LOCK_NB) == 0 { return fd }
             let code = errno
             if code == EINTR { continue }
             guard code == EWOULDBLOCK else { throw Self.failure(key, "cannot lock \"\(file)\"", errno: code) }
@@ -431,11 +435,11 @@ public final class FileSecretStore: SecretStore {
         }
     }
 
-    private func readAll(_ fd: Int32, key: String, file: String) throws(OAuthError) -> Data {
+    private func readAll(_ fd: borrowing FileDescriptor, key: String, file: String) throws(OAuthError) -> Data {
         var data = Data()
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            let count = chunk.withUnsafeMutableBytes { read(fd.raw, $0.baseAddress, $0.count) }
             if count < 0 {
                 let code = errno
                 if code == EINTR { continue }
@@ -450,11 +454,11 @@ public final class FileSecretStore: SecretStore {
         }
     }
 
-    private func writeAll(_ data: Data, to fd: Int32, key: String, file: String) throws(OAuthError) {
+    private func writeAll(_ data: Data, to fd: borrowing FileDescriptor, key: String, file: String) throws(OAuthError) {
         let code: Int32 = data.withUnsafeBytes { buffer in
             var offset = 0
             while offset < buffer.count {
-                let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                let written = write(fd.raw, buffer.baseAddress! + offset, buffer.count - offset)
                 if written < 0 {
                     if errno == EINTR { continue }
                     return errno
@@ -469,7 +473,7 @@ public final class FileSecretStore: SecretStore {
 
     /// Makes a rename or unlink durable. File systems that cannot sync directories are tolerated.
     private func syncDirectory(key: String, after action: String) throws(OAuthError) {
-        guard Self.retryingInterrupts({ fsync(directoryFD) }) == 0 else {
+        guard Self.retryingInterrupts({ fsync(directoryFD.raw) }) == 0 else {
             let code = errno
             if code == EINVAL || code == ENOTSUP { return }
             throw Self.failure(key, "\(action) succeeded, but flushing the directory \"\(path)\" failed", errno: code)
@@ -511,9 +515,9 @@ public final class FileSecretStore: SecretStore {
         return createdLast
     }
 
-    private static func checkDirectory(_ fd: Int32, path: String, key: String?) throws(OAuthError) {
+    private static func checkDirectory(_ fd: borrowing FileDescriptor, path: String, key: String?) throws(OAuthError) {
         var info = stat()
-        guard fstat(fd, &info) == 0 else { throw failure(key, "cannot stat \"\(path)\"", errno: errno) }
+        guard fstat(fd.raw, &info) == 0 else { throw failure(key, "cannot stat \"\(path)\"", errno: errno) }
         guard info.st_mode & S_IFMT == S_IFDIR else {
             throw failure(key, "refusing \"\(path)\": it is not a directory")
         }

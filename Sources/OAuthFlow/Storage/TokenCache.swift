@@ -3,21 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import Glibc
 import Synchronization
-
-/// The system's wall clock, read the cheap way for freshness checks.
-@usableFromInline
-enum SystemClock {
-    /// `CLOCK_REALTIME_COARSE` in seconds since 1970: the time of the last scheduler tick (1–4 ms
-    /// behind `CLOCK_REALTIME`), read from the vDSO without touching the TSC.
-    @usableFromInline
-    static func coarseSeconds() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME_COARSE, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
-    }
-}
 
 /// The flow's token sets, one slot per configured provider, so that a cached token is answered
 /// without an actor hop and without any lock a refresh holds.

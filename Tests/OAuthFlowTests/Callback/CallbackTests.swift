@@ -76,7 +76,7 @@ struct CallbackTests {
         for seen in await collected(recorders) { #expect(seen == expectedStates) }
     }
 
-    @Test("a callback whose state matches nothing, or that has none, publishes .error for the waiting login")
+    @Test("a callback whose state matches nothing, or that has none, publishes .error for no provider (it is no login's)")
     func unknownStatePublishes() async throws {
         let flow = try await flow(mock.provider(id: "web"))
         _ = try await flow.authorizationRequest(provider: "web")
@@ -86,11 +86,12 @@ struct CallbackTests {
         })
         #expect(error.code == .stateMismatch)
         let seen = await collected(recorders)
-        #expect(seen == [[.authorizing(provider: "web", grant: .authorizationCode), .error(provider: "web", error)]])
+        #expect(seen == [[.authorizing(provider: "web", grant: .authorizationCode), .error(provider: nil, error)]])
+        #expect(error.providerID == nil)
         let none = try #require(await #expect(throws: OAuthError.self) {
             try await flow.completeAuthorization(callbackURL: callback(query: "code=c"))
         })
-        #expect(flow.state == .error(provider: "web", none))
+        #expect(flow.state == .error(provider: nil, none))
         #expect(mock.requests(.token).isEmpty)
     }
 

@@ -45,7 +45,7 @@ struct LogoutRaceTests {
             transport.script("/token", [.held(hold, .token("at-2", refresh: "rt-2"))])
             let savesBefore = store.saves.count
             let locksBefore = store.lockRequests.value
-            let recorder = recordStates(flow, count: 1, until: { $0 == .empty })
+            let recorder = recordStates(flow, count: 1, until: { $0 == .empty(provider: "app") })
 
             let refreshing = Task { try await flow.refresh(provider: "app") }
             // The refresh holds the lock, and its request is out.
@@ -66,8 +66,8 @@ struct LogoutRaceTests {
             #expect(await flow.authorization(for: "app") == nil)
             let seen = try #require(await raceCollected(recorder).first)
             #expect(seen == [.authorized(provider: "app", authorization), .requestingAccessToken(provider: "app"),
-                             .error(provider: "app", error), .empty])
-            #expect(flow.state == .empty)
+                             .error(provider: "app", error), .empty(provider: "app")])
+            #expect(flow.state == .empty(provider: "app"))
             // Nothing stale is served afterwards either.
             let after = try #require(await #expect(throws: OAuthError.self) { try await flow.accessToken(for: "app") })
             #expect(after.code == .reauthorizationRequired)
@@ -106,7 +106,7 @@ struct LogoutRaceTests {
             let hold = RaceHold()
             let empties = RaceCounter()
             let recorder = recordStates(flow, count: 1, until: { state in
-                guard state == .empty else { return false }
+                guard state == .empty(provider: "app") else { return false }
                 empties.increment()
                 return empties.value == 2
             })
@@ -122,10 +122,10 @@ struct LogoutRaceTests {
             #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("app.json").path))
             #expect(await flow.authorization(for: "app") == nil)
             let seen = try #require(await raceCollected(recorder).first)
-            let firstEmpty = try #require(seen.dropFirst().firstIndex(of: .empty))
+            let firstEmpty = try #require(seen.dropFirst().firstIndex(of: .empty(provider: "app")))
             #expect(!seen[firstEmpty...].contains { $0.name == "authorized" }, "\(seen)")
-            #expect(Array(seen.suffix(3)) == [.empty, .error(provider: "app", error), .empty])
-            #expect(flow.state == .empty)
+            #expect(Array(seen.suffix(3)) == [.empty(provider: "app"), .error(provider: "app", error), .empty(provider: "app")])
+            #expect(flow.state == .empty(provider: "app"))
         }
     }
 
@@ -140,7 +140,7 @@ struct LogoutRaceTests {
             transport.script("/revoke", [.reply(.json("{}"))])
             let savesBefore = store.saves.count
             let locksBefore = store.lockRequests.value
-            let recorder = recordStates(flow, count: 1, until: { $0 == .empty })
+            let recorder = recordStates(flow, count: 1, until: { $0 == .empty(provider: "app") })
 
             let refreshing = Task { try await flow.refresh(provider: "app") }
             #expect(await hold.arrived.reach(1), "the request never reached the transport")
@@ -164,8 +164,8 @@ struct LogoutRaceTests {
             #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("app.json").path))
             let seen = try #require(await raceCollected(recorder).first)
             #expect(seen == [.authorized(provider: "app", authorization), .requestingAccessToken(provider: "app"),
-                             .error(provider: "app", error), .empty])
-            #expect(flow.state == .empty)
+                             .error(provider: "app", error), .empty(provider: "app")])
+            #expect(flow.state == .empty(provider: "app"))
         }
     }
 
@@ -350,7 +350,7 @@ struct LogoutRaceTests {
         store.failListing.withLock { $0 = true }
         let error = try #require(await #expect(throws: OAuthError.self) { try await flow.clear() })
         #expect(error.code == .storage)
-        #expect(flow.state == .error(provider: "", error))
+        #expect(flow.state == .error(provider: nil, error))
     }
 
     static func form(_ request: HTTPRequest) -> [String: String] {

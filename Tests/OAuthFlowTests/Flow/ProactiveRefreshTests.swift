@@ -107,7 +107,7 @@ struct ProactiveRefreshTests {
         clock.advance(by: .seconds(7200))
         try await Task.sleep(for: .milliseconds(50))
         #expect(server.requests().isEmpty)
-        #expect(flow.state == .empty)
+        #expect(flow.state == .empty(provider: "app"))
     }
 
     @Test("no refresh after the flow is gone: its timers are cancelled with it")

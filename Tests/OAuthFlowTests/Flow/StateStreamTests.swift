@@ -59,7 +59,7 @@ struct StateStreamTests {
         }
         #expect(seen == [
             .empty, .requestingAccessToken(provider: "a"), .authorized(provider: "a", first), .requestingAccessToken(provider: "a"),
-            .authorized(provider: "a", second), .empty,
+            .authorized(provider: "a", second), .empty(provider: "a"),
         ])
     }
 
@@ -223,7 +223,7 @@ struct StateStreamTests {
         let flow = try await flow("alpha", "beta")
         let recorders = recordStates(flow, count: 2, limit: 2)
         try await flow.clear(provider: "alpha")
-        for seen in await collected(recorders) { #expect(seen.last == .empty) }
+        for seen in await collected(recorders) { #expect(seen.last == .empty(provider: "alpha")) }
         #expect(try await store.load("alpha") == nil)
         #expect(try await store.load("beta") != nil)
         #expect(await flow.authorization(for: "alpha") == nil)
@@ -285,7 +285,7 @@ extension StateStreamTests {
         let recorders = recordStates(flow, count: 1)
         let error = try #require(await #expect(throws: OAuthError.self) { try await flow.restore() })
         #expect(error.code == .storage)
-        #expect(await collected(recorders)[0] == [.empty, .error(provider: "", error)])
+        #expect(await collected(recorders)[0] == [.empty, .error(provider: nil, error)])
         // In the initializer the same failure is thrown (no one can have subscribed yet).
         let failed = await #expect(throws: OAuthError.self) {
             try await AuthFlow(providers: [mock.provider(id: "app")], store: UnlistableStore(), transport: mock.transport(),
@@ -358,5 +358,23 @@ extension StateStreamTests {
         #expect(error.message?.contains("symbolic link") == true)
         #expect(await collected(recorders)[0] == [.authorized(provider: "app", restored), .error(provider: "app", error)])
         #expect(mock.requests().isEmpty)
+    }
+
+    @Test("which provider a state names: .empty and .error carry an optional provider; .empty alone is the nil one")
+    func providerInStates() {
+        let error = OAuthError(.storage, message: "cannot list the store")
+        #expect(State.empty == .empty(provider: nil))
+        #expect(State.empty != .empty(provider: "a"))
+        #expect(State.empty.providerID == nil && State.empty(provider: "a").providerID == "a")
+        #expect(State.error(provider: nil, error).providerID == nil && State.error(provider: "a", error).providerID == "a")
+        #expect(State.empty.description == "empty" && State.empty(provider: "a").description == "empty(a)")
+        #expect(State.error(provider: nil, error).description == "error(\(error))")
+        #expect(State.error(provider: "a", error).description == "error(a, \(error))")
+        #expect(State.empty(provider: "a").name == "empty" && State.error(provider: nil, error).name == "error")
+        var matched = 0
+        for state in [State.empty, .empty(provider: "a"), .requestingAccessToken(provider: "a")] {
+            if case .empty = state { matched += 1 }
+        }
+        #expect(matched == 2, "case .empty matches every .empty, whatever its provider")
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import OAuthFlow
 import OAuthFlowTesting
+import OAuthFlowURLSession
 import Synchronization
 import Testing
 
@@ -310,6 +311,24 @@ struct DeviceAuthorizationTests {
         }
     }
 
+    @Test("cancelled while a poll is in flight, on a transport that reports it as a connection failure: .cancelled, no back-off")
+    func cancellationDuringPollReportedAsTransportFailure() async throws {
+        // The CLI's Ctrl-C once took 30 s under load: URLSessionTransport left the cancelled request
+        // waiting for its deadline, then reported `.transport`. Even a transport that does that must
+        // not send the poll into a back-off: the flow ends it as `.cancelled` without another sleep.
+        let transport = ParkedPollTransport(device: mock)
+        mock.script(.deviceAuthorization, [.deviceCode(interval: 5)])
+        let flow = try await AuthFlow(providers: [mock.provider(id: "dev")], transport: transport, options: options(clock))
+        let task = Task { try await flow.authorizeWithDeviceCode(provider: "dev") }
+        var parked = transport.parked.makeAsyncIterator()
+        _ = await parked.next()  // the first poll is in flight
+        task.cancel()
+        let error = await #expect(throws: OAuthError.self) { try await task.value }
+        #expect(error?.code == .cancelled)
+        #expect(clock.sleeps == [.seconds(5)], "only the interval before the first poll; no back-off sleep after the cancellation")
+        #expect(transport.polls == 1)
+    }
+
     @Test("cancelling a polling task that never waits (instant clock) still stops it with .cancelled")
     func cancellationWhileSpinning() async throws {
         // With instant sleeps the loop is always busy; 36000 s / 5 s bounds it to 7200 polls if cancellation were lost.
@@ -355,5 +374,36 @@ final class ParkingClock: Clock, Sendable {
         announce.yield()
         // Only cancellation ends this wait; a lost cancellation trips the suite's time limit.
         try await Task.sleep(for: .seconds(3600))
+    }
+}
+
+/// Answers the device authorization request through `device`, and parks every token request until
+/// its task is cancelled, then fails it as a lost connection (`.transport`), as a transport that
+/// does not tell a cancellation from a failure would.
+final class ParkedPollTransport: HTTPTransport {
+    let device: URLSessionTransport
+    let parked: AsyncStream<Void>
+    private let parkedContinuation: AsyncStream<Void>.Continuation
+    private let count = Mutex(0)
+
+    init(device mock: MockProvider) {
+        device = mock.transport()
+        (parked, parkedContinuation) = AsyncStream.makeStream(of: Void.self)
+    }
+
+    /// Token requests received.
+    var polls: Int { count.withLock { $0 } }
+
+    func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
+        guard request.url.path == MockProvider.Endpoint.token.rawValue else { return try await device.send(request) }
+        count.withLock { $0 += 1 }
+        parkedContinuation.yield()
+        let (wake, wakeContinuation) = AsyncStream.makeStream(of: Void.self)
+        await withTaskCancellationHandler {
+            for await _ in wake { break }
+        } onCancel: {
+            wakeContinuation.finish()
+        }
+        throw OAuthError(.transport, message: "connection lost")
     }
 }

@@ -37,7 +37,7 @@ struct RevocationTests {
         // The order on the wire: the refresh token first, then the access token.
         #expect(uniqueForm(sent[0]) == ["token": "rt-1", "token_type_hint": "refresh_token"])
         #expect(uniqueForm(sent[1]) == ["token": "at-1", "token_type_hint": "access_token"])
-        for seen in await collected(recorders) { #expect(seen == [.authorized(provider: "app", authorization), .empty]) }
+        for seen in await collected(recorders) { #expect(seen == [.authorized(provider: "app", authorization), .empty(provider: "app")]) }
         #expect(await flow.authorization(for: "app") == nil)
         #expect(try await store.load("app") == nil)
     }
@@ -83,7 +83,7 @@ struct RevocationTests {
         // Forgotten locally all the same: memory, store, and state.
         #expect(await flow.authorization(for: "app") == nil)
         #expect(try await store.load("app") == nil)
-        #expect(flow.state == .empty)
+        #expect(flow.state == .empty(provider: "app"))
         let warning = try #require(log.all.first { $0.level == .warning && $0.message.contains("refresh_token") })
         #expect(!warning.message.contains("rt-1") && !warning.message.contains("at-1"))
         #expect(!String(reflecting: result).contains("rt-1"))
@@ -104,7 +104,7 @@ struct RevocationTests {
         #expect(result.errors[.accessToken]?.endpoint == .revocation)
         #expect(await flow.authorization(for: "app") == nil)
         #expect(try await store.load("app") == nil)
-        #expect(flow.state == .empty)
+        #expect(flow.state == .empty(provider: "app"))
     }
 
     @Test("without a revocation endpoint the tokens are only forgotten locally, and the result says so")
@@ -118,7 +118,7 @@ struct RevocationTests {
         #expect(!result.isComplete)
         #expect(mock.requests(.revocation).isEmpty)
         #expect(await flow.authorization(for: "app") == nil)
-        #expect(flow.state == .empty)
+        #expect(flow.state == .empty(provider: "app"))
     }
 
     @Test("revoking with nothing stored sends nothing, publishes .empty, and is complete")
@@ -128,7 +128,7 @@ struct RevocationTests {
         #expect(result == RevocationResult())
         #expect(result.isComplete)
         #expect(mock.requests().isEmpty)
-        #expect(flow.state == .empty)
+        #expect(flow.state == .empty(provider: "app"))
     }
 
     @Test("an unknown provider is .configuration and publishes .error")

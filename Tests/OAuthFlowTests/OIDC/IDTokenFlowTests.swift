@@ -387,4 +387,49 @@ extension IDTokenFlowTests {
         #expect(await flow.authorization(for: "plain")?.hasIDToken == false)
         #expect(!String(decoding: try #require(try await store.load("plain")), as: UTF8.self).contains("idToken"))
     }
+
+    // MARK: max_age and the request's time, kept in the request
+
+    @Test("a kept request's max_age is checked against the time it was made, not one derived from the finishing flow's options")
+    func keptRequestMaxAge() async throws {
+        mock.script(.openIDConfiguration, [mock.discoveryDocument()])
+        mock.script(.jwks, [MockProvider.jwks([try Self.keyA.jwk()])])
+        let first = try await flow()
+        let request = try await first.authorizationRequest(provider: "op", parameters: ["max_age": "300"])
+        #expect(request.maxAge == 300)
+        #expect(request.requestedAt == clock.date)
+        let restored = try JSONDecoder().decode(AuthorizationRequest.self, from: JSONEncoder().encode(request))
+        #expect(restored.maxAge == 300 && restored.requestedAt == clock.date)
+
+        // Another instance with a shorter request lifetime finishes it: expiresAt - 60 s would put
+        // the request 540 s after it was made, and auth_time 100 s before it would look 640 s old.
+        var shortLived = options(clock)
+        shortLived.pendingAuthorizationLifetime = 60
+        let second = try await AuthFlow(providers: [mock.discoveredProvider(id: "op")], store: store, transport: mock.transport(),
+                                        options: shortLived)
+        let authTime = Int(clock.date.timeIntervalSince1970) - 100
+        let token = try Self.keyA.token(claims: claims(nonce: restored.nonce, ["auth_time": .number(String(authTime))]))
+        mock.script(.token, [.token(access: "at-kept", refresh: "rt-1", idToken: token)])
+        let authorization = try await second.completeAuthorization(callbackURL: callback(restored), request: restored)
+        #expect(authorization.hasIDToken)
+    }
+
+    @Test("a request encoded before maxAge and requestedAt were kept still decodes: max_age from its URL, no requestedAt")
+    func oldEncodingDecodes() async throws {
+        mock.script(.openIDConfiguration, [mock.discoveryDocument()])
+        let flow = try await flow()
+        let request = try await flow.authorizationRequest(provider: "op", parameters: ["max_age": "120"])
+        var object = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(request)) as? [String: Any])
+        #expect(object["maxAge"] as? Double == 120)
+        object["maxAge"] = nil
+        object["requestedAt"] = nil
+        let old = try JSONDecoder().decode(AuthorizationRequest.self, from: JSONSerialization.data(withJSONObject: object))
+        #expect(old.maxAge == 120)
+        #expect(old.requestedAt == nil)
+        #expect(old.url == request.url && old.expiresAt == request.expiresAt && old.state.constantTimeEquals(request.state))
+
+        let plain = try await flow.authorizationRequest(provider: "op")
+        let back = try JSONDecoder().decode(AuthorizationRequest.self, from: JSONEncoder().encode(plain))
+        #expect(plain.maxAge == nil && back.maxAge == nil && back.requestedAt == plain.requestedAt)
+    }
 }

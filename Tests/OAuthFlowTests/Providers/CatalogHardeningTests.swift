@@ -113,8 +113,8 @@ struct CatalogHardeningTests {
     func strictAcceptsKnown() throws {
         let json = Data("[\(Self.entry), \"encodeHttpBody\": true, \"icon\": \"x\", \"accessTokenURL\": \"https://auth.example.com/token\"}]".utf8)
         #expect(try ProviderCatalog.load(data: json, environment: [:], strict: true).count == 1)
-        let shipped = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("Resources/providers.json")
+        let shipped = CatalogFixture.shippedCatalogURL()
+        try #require(FileManager.default.fileExists(atPath: shipped.path), "the shipped catalog is not at \(shipped.path)")
         let environment = ["GOOGLE_CLIENT_SECRET": "g", "AUTH0_CLIENT_SECRET": "a", "OKTA_CLIENT_SECRET": "o",
                            "KEYCLOAK_CLIENT_SECRET": "k", "PHONE_VERIFY_CLIENT_SECRET": "p", "IPIFICATION_CLIENT_SECRET": "i"]
         do {

@@ -14,7 +14,7 @@ struct ProviderCatalogTests {}
 
 // MARK: - Support
 
-private enum CatalogFixture {
+enum CatalogFixture {
     /// A valid minimal entry; most failure cases change one thing about it.
     static let minimal = #"{"id": "demo", "tokenURL": "https://auth.example.com/token", "clientID": "app"}"#
 

@@ -1,0 +1,85 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// How this client proves who it is to the endpoints that authenticate it (RFC 6749 §2.3): the
+/// token endpoint for every grant, device authorization (RFC 8628 §3.1), revocation (RFC 7009
+/// §2.1) and introspection (RFC 7662 §2.1).
+///
+/// Made once per provider when the flow is made (``init(_:)``: providers never change after
+/// that), held by the provider's ``EndpointClient``, and applied by it to every form POST that
+/// authenticates the client (``apply(to:)``) — one step of every such request, never re-derived
+/// per call, never known to a grant.
+///
+/// To add a method (RFC 7523 `private_key_jwt` / `client_secret_jwt`, RFC 8705 mutual TLS): add a
+/// case holding what it needs (a signer, an identity), make it in ``init(_:)``, and write its
+/// branch of ``apply(to:)``. That step is `async` and `throws`, and sees the request's URL (an
+/// assertion's `aud`), so a signer can run there; a later step (a DPoP proof, RFC 9449) goes
+/// beside it in ``EndpointClient/formRequest(url:fields:)``.
+///
+/// No case prints a secret: ``Secret`` shows `<redacted>` in `description` and `dump`.
+enum ClientAuthentication: Sendable {
+    /// A public client (`none`): `client_id` in the body, no secret (RFC 6749 §2.1, §3.2.1).
+    /// Not called `none`, which an optional would take for `Optional.none`.
+    case publicClient
+    /// HTTP Basic (RFC 6749 §2.3.1): the ready `Authorization` header value, made once.
+    case secretBasic(Secret)
+    /// `client_id` and `client_secret` in the body (RFC 6749 §2.3.1): the secret.
+    case secretPost(Secret)
+
+    /// The authentication `provider`'s registration says (``Provider/clientAuthentication``).
+    init(_ provider: Provider) {
+        switch provider.clientAuthentication {
+        case .clientSecretBasic:
+            self = .secretBasic(Secret(Self.basicAuthorization(clientID: provider.clientID, secret: provider.clientSecret)))
+        case .clientSecretPost:
+            self = .secretPost(provider.clientSecret ?? Secret(""))
+        case .none:
+            self = .publicClient
+        }
+    }
+
+    /// `Basic` and the base64 of the form-encoded client id and secret joined by `:` (RFC 6749 §2.3.1).
+    static func basicAuthorization(clientID: String, secret: Secret?) -> String {
+        let credentials = FormEncoding.escape(clientID) + ":" + FormEncoding.escape(secret?.reveal() ?? "")
+        return "Basic " + Data(utf8Of: credentials).base64EncodedString()
+    }
+
+    /// Puts the client's authentication on `post`, a form POST about to be sent to `post.url`.
+    /// - Throws: ``OAuthError``: none of today's methods fails; a signing step may.
+    func apply(to post: inout FormPost) async throws(OAuthError) {
+        switch self {
+        case .publicClient:
+            post.fields.append(("client_id", post.clientID))
+        case .secretBasic(let value):
+            post.headers.append(("Authorization", value.reveal()))
+        case .secretPost(let secret):
+            post.fields.append(("client_id", post.clientID))
+            post.fields.append(("client_secret", secret.reveal()))
+        }
+    }
+
+    /// The name a debug log shows: the method, never a value.
+    var name: String {
+        switch self {
+        case .publicClient: "none"
+        case .secretBasic: "client_secret_basic"
+        case .secretPost: "client_secret_post"
+        }
+    }
+}
+
+/// A form POST being built (``EndpointClient/formRequest(url:fields:)``), before it
+/// becomes an ``HTTPRequest``: what a client authentication step may add to.
+struct FormPost: Sendable {
+    /// Where it goes (an assertion's `aud`).
+    let url: URL
+    /// The client's id, for the methods that send it in the body.
+    let clientID: String
+    /// The form fields, in order.
+    var fields: [(String, String)]
+    /// The header fields, in order.
+    var headers: [(name: String, value: String)]
+}

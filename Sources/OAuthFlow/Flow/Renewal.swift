@@ -1,0 +1,138 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+// Tokens on demand and their renewal: one renewal per provider at a time (single flight), under
+// the store's lock, re-reading first; a refresh or a client-credentials re-fetch goes through the
+// grant runner (Flow/GrantRunner.swift).
+extension AuthFlow {
+    /// A valid access token for `provider`: from memory while valid, else refreshed once for everyone.
+    ///
+    /// Concurrent callers share one refresh; other processes using the same ``FileSecretStore`` are
+    /// seen through its lock, so a rotated refresh token is never lost. Client-credentials
+    /// authorizations are fetched again rather than refreshed. Put the result in an
+    /// `Authorization: Bearer` header (RFC 6750 §2.1).
+    /// - Throws: ``OAuthError`` `.reauthorizationRequired` when nothing is stored or the refresh
+    ///   token was rejected; `.transport` (retry later); `.storage`.
+    nonisolated(nonsending) public func accessToken(for provider: String) async throws(OAuthError) -> Secret {
+        // The hot path: one clock read, then the provider's slot lock held for one copy; no actor
+        // hop, no executor switch (nonsending), and no lock a refresh holds.
+        if let token = tokens.slot(provider)?.freshToken(at: freshnessTime()) { return token }
+        return try await renewShared(provider, force: false).accessToken
+    }
+
+    /// The full valid token set for `provider`, refreshed when needed (see ``accessToken(for:)``).
+    /// - Throws: the same as ``accessToken(for:)``.
+    nonisolated(nonsending) public func tokenSet(for provider: String) async throws(OAuthError) -> TokenSet {
+        // The fast path reads the provider's slot, without a hop onto the actor.
+        if let set = tokens.slot(provider)?.freshSet(at: freshnessTime()) { return set }
+        return try await renewShared(provider, force: false)
+    }
+
+    /// Refreshes `provider`'s tokens now, even when they are still valid.
+    ///
+    /// Publishes `.requestingAccessToken` then `.authorized`. See [RFC 6749 §6](https://www.rfc-editor.org/rfc/rfc6749#section-6).
+    /// - Throws: ``OAuthError`` `.reauthorizationRequired` (no refresh token, or `invalid_grant`); `.transport`; `.storage`.
+    @discardableResult
+    public func refresh(provider: String) async throws(OAuthError) -> Authorization {
+        try await renewShared(provider, force: true).authorization
+    }
+
+    /// Now, in seconds since 1970, for a freshness check: the coarse system clock when
+    /// ``Options/now`` is the system clock (see ``Options/readsSystemClock``), else ``Options/now``.
+    @inline(__always)
+    nonisolated func freshnessTime() -> Double {
+        options.readsSystemClock ? SystemClock.coarseSeconds() : options.now().timeIntervalSince1970
+    }
+
+    nonisolated func isFresh(_ set: TokenSet) -> Bool {
+        options.now().timeIntervalSince1970 < TokenCache.renewalTime(of: set, margin: options.refreshMargin)
+    }
+
+    /// One renewal per provider at a time; everyone waiting gets its result.
+    ///
+    /// A renewal that began before a logout is not joined: its result is discarded (see ``clear(provider:)``).
+    @usableFromInline
+    func renewShared(_ provider: String, force: Bool) async throws(OAuthError) -> TokenSet {
+        let ticket = ledger.ticket(provider, storedAtStart: false)
+        if let running = refreshes[provider], running.generation == ticket.generation { return try await running.task.value.get() }
+        let previous = tokens[provider]
+        let task = Task { await self.renewLocked(provider, force: force, previous: previous, ticket: ticket) }
+        refreshes[provider] = (ticket.generation, task)
+        let result = await task.value
+        if refreshes[provider]?.task == task { refreshes[provider] = nil }
+        return try result.get()
+    }
+
+    private func renewLocked(_ id: String, force: Bool, previous: TokenSet?, ticket: LogoutLedger.Ticket) async -> Result<TokenSet, OAuthError> {
+        let provider: Provider
+        do { provider = try resolve(id) } catch { return .failure(error) }
+        do {
+            // `renew` publishes its own failures and hands them back as a value, so what the store
+            // throws is only the store's: the lock not had in time, a cancelled wait, a failed commit.
+            return try await store.withExclusiveAccess(to: id) { () async -> Result<TokenSet, OAuthError> in
+                do throws(OAuthError) {
+                    return .success(try await self.renew(provider, force: force, previous: previous, ticket: ticket))
+                } catch {
+                    return .failure(error)
+                }
+            }
+        } catch {
+            return .failure(fail(id, error, since: ticket))
+        }
+    }
+
+    /// Runs under the store's lock: re-read (another process may have renewed), then refresh or re-fetch.
+    ///
+    /// Every outcome is checked against `ticket`: after a logout that began since, nothing is sent,
+    /// cached, marked or stored.
+    private func renew(_ provider: Provider, force: Bool, previous: TokenSet?, ticket: LogoutLedger.Ticket) async throws(OAuthError) -> TokenSet {
+        let stale = { [id = provider.id] () -> OAuthError in
+            OAuthError(.reauthorizationRequired, providerID: id,
+                       message: "\"\(id)\" was logged out (clear or revoke) before this refresh could run; authorize again to log in")
+        }
+        guard ledger.isCurrent(ticket, provider.id) else { throw fail(provider.id, stale(), since: ticket) }
+        let stored: TokenSet?
+        do { stored = try await loadStored(provider.id) } catch { throw fail(provider.id, error, since: ticket) }
+        guard ledger.isCurrent(ticket, provider.id) else { throw fail(provider.id, stale(), since: ticket) }
+        if let stored, !force || renewedElsewhere(stored, since: previous), isFresh(stored), !stored.needsReauthorization {
+            cache(stored)
+            logger.info(provider.id, "using the token another process stored")
+            return stored
+        }
+        // The store is the truth: an entry another process deleted (a logout) is not revived from memory.
+        guard let current = stored else {
+            tokens[provider.id] = nil
+            let serviceOnly: Bool
+            do { serviceOnly = try await isServiceOnly(provider) } catch { throw fail(provider.id, error, since: ticket) }
+            if serviceOnly {
+                // A service-only provider: client credentials need no user, so fetch on demand.
+                let scopes = previous?.scopes ?? provider.scopes
+                return try await run(provider, ticket: ticket, locked: true) { provider throws(OAuthError) in
+                    try ClientCredentialsGrant.request(provider, scopes: scopes)
+                }
+            }
+            throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "nothing is stored for \"\(provider.id)\"; authorize first"))
+        }
+        if current.grant == .clientCredentials {
+            return try await run(provider, ticket: ticket, locked: true) { provider throws(OAuthError) in
+                try ClientCredentialsGrant.request(provider, scopes: current.scopes)
+            }
+        }
+        guard !current.needsReauthorization else {
+            throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "the refresh token was rejected earlier; authorize again"))
+        }
+        guard let refreshToken = current.refreshToken else {
+            throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "the token expired and no refresh token is held"))
+        }
+        return try await run(provider, ticket: ticket, locked: true) { _ in RefreshTokenGrant.request(refreshToken: refreshToken, renewing: current) }
+    }
+
+    /// True when the stored set is not the one this flow last saw: another process renewed it.
+    private func renewedElsewhere(_ stored: TokenSet, since previous: TokenSet?) -> Bool {
+        guard let previous else { return true }
+        return !stored.accessToken.constantTimeEquals(previous.accessToken)
+    }
+}

@@ -1,0 +1,83 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// One grant as the runner sends it (``AuthFlow/run(_:_:)``, Flow/GrantRunner.swift): what goes
+/// to the token endpoint, and what the answer is checked against before anything is stored.
+///
+/// Each grant builds one (Grants/: ``ClientCredentialsGrant``, ``DeviceAuthorizationGrant``,
+/// ``AuthorizationCodeGrant``, ``RefreshTokenGrant``) and reads its answer; the runner does the
+/// rest, the same for every grant: the endpoint, the client's authentication (through the
+/// provider's ``EndpointClient``), validation, the store and the states.
+///
+/// A class: it goes down the runner's chain of async calls, and a reference keeps each of their
+/// frames small.
+final class GrantRequest: Sendable {
+    /// How the token endpoint is asked.
+    enum Exchange: Sendable {
+        /// One POST of these fields (the client's authentication is added by the endpoint client),
+        /// retried as the scope allows (each grant decides, see Documentation/Grants.md).
+        case post([(String, String)], retrying: RetryScope)
+        /// RFC 8628 §3.4 polling with this code until the user acts.
+        case devicePoll(DeviceCode)
+    }
+
+    /// What to send.
+    let exchange: Exchange
+    /// The grant of the authorization (a refresh keeps the grant that started it).
+    let grant: GrantType
+    /// The scopes asked for; the granted ones when the response has no `scope` (RFC 6749 §5.1).
+    let requestedScopes: [String]
+    /// The `nonce` sent with the authorization request (authorization code with `openid`).
+    let nonce: Secret?
+    /// The authorization code exchanged (authorization code grant only).
+    let code: Secret?
+    /// The set a refresh renews: its refresh token and ID token carry over when the answer has none.
+    let previous: TokenSet?
+    /// The `max_age` the authorization request sent, which makes the ID token's `auth_time` required.
+    let maxAge: TimeInterval?
+    /// When the authorization request was made (the reference time for `max_age`).
+    let requestedAt: Date?
+
+    init(
+        _ exchange: Exchange, grant: GrantType, requestedScopes: [String], nonce: Secret? = nil, code: Secret? = nil,
+        previous: TokenSet? = nil, maxAge: TimeInterval? = nil, requestedAt: Date? = nil
+    ) {
+        self.exchange = exchange
+        self.grant = grant
+        self.requestedScopes = requestedScopes
+        self.nonce = nonce
+        self.code = code
+        self.previous = previous
+        self.maxAge = maxAge
+        self.requestedAt = requestedAt
+    }
+
+    /// True for a refresh: the answer is merged into ``previous``.
+    var isRefresh: Bool { previous != nil }
+
+    /// True when the runner publishes `.requestingAccessToken` as the request starts: every grant
+    /// but the device poll, whose states are the device code's.
+    var announces: Bool {
+        if case .devicePoll = exchange { return false }
+        return true
+    }
+
+    /// What the request is called in messages.
+    var name: String {
+        guard previous == nil else { return "refresh" }
+        switch grant {
+        case .authorizationCode: return "authorization code exchange"
+        case .deviceCode: return "device authorization"
+        case .clientCredentials: return "client credentials request"
+        case .refreshToken: return "refresh"
+        }
+    }
+
+    /// The token endpoint's refusal as the grant reads it (a refresh: see ``RefreshTokenGrant/read(_:)``).
+    func read(_ error: OAuthError) -> OAuthError {
+        isRefresh ? RefreshTokenGrant.read(error) : error
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+@testable import OAuthFlow
+import OAuthFlowTesting
+import Testing
+
+/// The client's authentication (Credentials/ClientAuthentication.swift) is made once per provider
+/// and applied by its endpoint client to every request that authenticates the client.
+@Suite("Client authentication: one value per provider, applied to every authenticating request", .timeLimit(.minutes(1)))
+struct ClientAuthenticationTests {
+    @Test("each method is applied to device authorization, the token endpoint (poll, refresh), introspection and revocation",
+          arguments: [Provider.ClientAuthentication.clientSecretBasic, .clientSecretPost, .none])
+    func everyEndpoint(method: Provider.ClientAuthentication) async throws {
+        let mock = MockProvider()
+        let secret: String? = method == .none ? nil : "s3:cret ü"
+        let provider = mock.provider(id: "app", clientID: "cli 1", clientSecret: secret, clientAuthentication: method)
+        let flow = try await AuthFlow(providers: [provider], transport: mock.transport(), options: options(TestClock()))
+        _ = try await authorizeByDevice(flow, mock: mock, provider: "app")
+        mock.script(.token, [.token(access: "at-2", refresh: "rt-2")])
+        _ = try await flow.refresh(provider: "app")
+        mock.script(.introspection, [.json(#"{"active":true}"#)])
+        _ = try await flow.introspect(provider: "app")
+        mock.script(.revocation, [.json("{}"), .json("{}")])
+        _ = try await flow.revoke(provider: "app")
+
+        let sent = mock.requests(.deviceAuthorization) + mock.requests(.token) + mock.requests(.introspection) + mock.requests(.revocation)
+        #expect(sent.count == 6)
+        for request in sent {
+            let form = request.form
+            switch method {
+            case .clientSecretBasic:
+                #expect(request.header("Authorization") == "Basic " + Data("cli+1:s3%3Acret+%C3%BC".utf8).base64EncodedString())
+                #expect(form["client_id"] == nil && form["client_secret"] == nil)
+            case .clientSecretPost:
+                #expect(request.header("Authorization") == nil)
+                #expect(form["client_id"] == "cli 1" && form["client_secret"] == "s3:cret ü")
+            case .none:
+                #expect(request.header("Authorization") == nil)
+                #expect(form["client_id"] == "cli 1" && form["client_secret"] == nil)
+            }
+        }
+    }
+
+    @Test("the flow makes one endpoint client per configured provider, holding its authentication; another provider value gets its own")
+    func oneClientPerProvider() async throws {
+        let mock = MockProvider()
+        let basic = mock.provider(id: "basic", clientID: "id-b", clientSecret: "sec-b")
+        let post = mock.provider(id: "post", clientID: "id-p", clientSecret: "sec-p", clientAuthentication: .clientSecretPost)
+        let open = mock.provider(id: "open", clientID: "id-o")
+        let flow = try await AuthFlow(providers: [basic, post, open], transport: mock.transport())
+
+        #expect(flow.clients.keys.sorted() == ["basic", "open", "post"])
+        #expect(flow.client(for: basic) === flow.client(for: basic))
+        #expect(flow.client(for: try flow.provider("post")) === flow.clients["post"])
+        guard case .secretBasic(let value) = flow.clients["basic"]?.authentication else {
+            Issue.record("basic: \(String(describing: flow.clients["basic"]?.authentication))")
+            return
+        }
+        #expect(value.reveal() == "Basic " + Data("id-b:sec-b".utf8).base64EncodedString())
+        guard case .secretPost(let secret) = flow.clients["post"]?.authentication else {
+            Issue.record("post: \(String(describing: flow.clients["post"]?.authentication))")
+            return
+        }
+        #expect(secret.reveal() == "sec-p")
+        guard case .publicClient = flow.clients["open"]?.authentication else {
+            Issue.record("open: \(String(describing: flow.clients["open"]?.authentication))")
+            return
+        }
+
+        // A provider value that is not the configured one (metadata(for:) takes any) gets a client of its own.
+        var changed = basic
+        changed.clientSecret = Secret("other")
+        let other = flow.client(for: changed)
+        #expect(other !== flow.clients["basic"])
+        guard case .secretBasic(let otherValue) = other.authentication else {
+            Issue.record("changed: \(other.authentication)")
+            return
+        }
+        #expect(otherValue.reveal() == "Basic " + Data("id-b:other".utf8).base64EncodedString())
+    }
+
+    @Test("no client authentication shows its secret in description, debugDescription or dump",
+          arguments: [Provider.ClientAuthentication.clientSecretBasic, .clientSecretPost])
+    func redacted(method: Provider.ClientAuthentication) throws {
+        let provider = Provider(id: "p", tokenURL: URL(string: "https://op.example/token"), clientID: "cid",
+                                clientSecret: Secret("very-secret-value"), clientAuthentication: method)
+        let authentication = ClientAuthentication(provider)
+        let client = EndpointClient(provider: provider, transport: ScriptedTransport(),
+                                    userAgent: "t", log: Logger(sink: nil))
+        var dumped = ""
+        dump(authentication, to: &dumped)
+        dump(client, to: &dumped)
+        let basic = Data("cid:very-secret-value".utf8).base64EncodedString()
+        for text in [dumped, String(describing: authentication), String(reflecting: authentication), "\(authentication)"] {
+            #expect(!text.contains("very-secret-value") && !text.contains(basic), "\(text)")
+        }
+        #expect(authentication.name == method.rawValue)
+    }
+}
