@@ -23,19 +23,9 @@ enum CredentialFile {
 
     /// The bytes of the file at `path`; with `isPrivate`, refused unless only its owner may read it.
     static func read(_ path: String, isPrivate: Bool) throws(Problem) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else {
-            switch errno {
-            case ENOENT: throw Problem(reason: "does not exist")
-            case ENOTDIR: throw Problem(reason: "does not exist (a parent is not a directory)")
-            case EACCES, EPERM: throw Problem(reason: "cannot be opened: permission denied")
-            case ENXIO: throw Problem(reason: "is not a regular file (a FIFO or socket without a peer)")
-            case let code: throw Problem(reason: "cannot be opened: \(String(cString: strerror(code)))")
-            }
-        }
-        let file = Descriptor(fd: fd)
+        let file = try openForReading(path)
         var info = stat()
-        guard fstat(file.fd, &info) == 0 else { throw Problem(reason: "cannot be examined: \(String(cString: strerror(errno)))") }
+        guard fstat(file.raw, &info) == 0 else { throw Problem(reason: "cannot be examined: \(String(cString: strerror(errno)))") }
         guard info.st_mode & S_IFMT == S_IFREG else { throw Problem(reason: "is not a regular file") }
         let permissions = info.st_mode & 0o777
         if isPrivate, permissions & 0o077 != 0 {
@@ -46,7 +36,7 @@ enum CredentialFile {
         var bytes = [UInt8](repeating: 0, count: Int(info.st_size) + 1)
         var count = 0
         while count < bytes.count {
-            let read = bytes.withUnsafeMutableBytes { Glibc.read(file.fd, $0.baseAddress! + count, $0.count - count) }
+            let read = bytes.withUnsafeMutableBytes { Glibc.read(file.raw, $0.baseAddress! + count, $0.count - count) }
             if read < 0, errno == EINTR { continue }
             guard read >= 0 else { throw Problem(reason: "cannot be read: \(String(cString: strerror(errno)))") }
             if read == 0 { break }
@@ -62,16 +52,25 @@ enum CredentialFile {
         return contents
     }
 
+    /// Opens `path` read-only and non-blocking (a FIFO never blocks the open).
+    private static func openForReading(_ path: String) throws(Problem) -> FileDescriptor {
+        do {
+            return try FileDescriptor(opening: path, O_RDONLY | O_NONBLOCK)
+        } catch {
+            switch error.code {
+            case ENOENT: throw Problem(reason: "does not exist")
+            case ENOTDIR: throw Problem(reason: "does not exist (a parent is not a directory)")
+            case EACCES, EPERM: throw Problem(reason: "cannot be opened: permission denied")
+            case ENXIO: throw Problem(reason: "is not a regular file (a FIFO or socket without a peer)")
+            case let code: throw Problem(reason: "cannot be opened: \(String(cString: strerror(code)))")
+            }
+        }
+    }
+
     /// `0644`: permission bits as `chmod` takes them.
     static func octal(_ mode: mode_t) -> String {
         let digits = String(mode, radix: 8)
         return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
-    }
-
-    /// Owns one file descriptor; closes it exactly once.
-    private struct Descriptor: ~Copyable {
-        let fd: Int32
-        deinit { _ = close(fd) }
     }
 }
 
