@@ -177,6 +177,51 @@ struct ClientAssertionIntegration {
         #expect(claims["exp"] as? Int == (claims["iat"] as? Int).map { $0 + 3600 })
     }
 
+    @Test("Through the flow: clientCredentials with private_key_jwt gets Authlib's token; one fresh assertion per request",
+          arguments: [ClientAssertionAudience.endpoint, .issuer])
+    func throughTheFlow(audience: ClientAssertionAudience) async throws {
+        let server = try CredentialsServer.require()
+        let id = "flow-\(audience)-\(UUID().uuidString.prefix(6))"
+        let key = try await Self.register(server, id: id, recipe: ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"],
+                                          audience: audience == .issuer ? "issuer" : nil)
+        let provider = try Self.provider(server, id: id, key: key, audience: audience)
+        let flow = try await AuthFlow(providers: [provider])
+        let before = try await server.received().count
+        let first = try await flow.clientCredentials(provider: "authlib", scopes: ["read"])
+        #expect(first.grant == .clientCredentials)
+        #expect(!first.isRefreshable)
+        _ = try await flow.clientCredentials(provider: "authlib", scopes: ["read"])
+
+        let sent = Array(try await server.received().dropFirst(before))
+        #expect(sent.count == 2)
+        var identifiers = Set<String>()
+        for received in sent {
+            #expect(Set(received.keys) == ["grant_type", "scope", "client_id", "client_assertion_type", "client_assertion", "_authorization"])
+            #expect(received["grant_type"] == ["client_credentials"] && received["client_id"] == [id])
+            #expect(received["_authorization"] == [""])
+            let jws = try JWS(compact: try #require(received["client_assertion"]?.first))
+            #expect(jws.header.algorithm == .es256 && jws.header.keyID == "k-\(id)")
+            let claims = try #require(try JSONSerialization.jsonObject(with: Data(jws.payload)) as? [String: Any])
+            #expect(claims["aud"] as? String == (audience == .issuer ? server.issuer : server.tokenURL.absoluteString))
+            #expect(claims["iss"] as? String == id && claims["sub"] as? String == id)
+            identifiers.insert(try #require(claims["jti"] as? String))
+        }
+        #expect(identifiers.count == 2)
+    }
+
+    @Test("Through the flow: an algorithm the server's metadata does not advertise fails .configuration, and no token request is sent")
+    func notAdvertisedThroughTheFlow() async throws {
+        let server = try CredentialsServer.require()
+        let id = "flow-eddsa-\(UUID().uuidString.prefix(6))"
+        let key = try await Self.register(server, id: id, recipe: ["genpkey", "-algorithm", "ED25519"], algorithms: ["EdDSA"])
+        let flow = try await AuthFlow(providers: [try Self.provider(server, id: id, key: key)])
+        let before = try await server.received().count
+        let error = await #expect(throws: OAuthError.self) { _ = try await flow.clientCredentials(provider: "authlib") }
+        #expect(error?.code == .configuration)
+        #expect(error?.message?.contains("EdDSA is not in the provider's token_endpoint_auth_signing_alg_values_supported (HS256, RS256, ES256)") == true)
+        #expect(try await server.received().count == before)
+    }
+
     @Test("The server's metadata: an algorithm it does not advertise is refused before any request")
     func advertised() async throws {
         let server = try CredentialsServer.require()
