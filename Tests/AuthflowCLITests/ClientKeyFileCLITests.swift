@@ -1,6 +1,7 @@
 import AuthflowCLI
 import Foundation
 import OAuthFlow
+import OAuthFlowTesting
 import Testing
 
 @Suite("authflow and client key files (issue 17)")
@@ -28,5 +29,41 @@ struct ClientKeyFileCLITests {
             #expect(!result.stderr.contains("TUlJQ2Rnc2VjcmV0bm90YWtleWF0YWxs"))
             #expect(result.stdout.isEmpty)
         }
+    }
+
+    /// An openssl-made P-256 key in the harness's directory, mode 0600.
+    static func key(_ h: Harness) throws -> String {
+        let path = h.directory.url.appendingPathComponent("client-key.pem").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path]
+        try process.run()
+        process.waitUntilExit()
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+        return path
+    }
+
+    @Test("login with private_key_jwt sends an assertion, not a secret; invalid_client from the server exits 65")
+    func loginWithKey() async throws {
+        let h = try Harness()
+        defer { h.directory.remove() }
+        let path = try Self.key(h)
+        try h.catalog(#"{"id": "svc", "tokenURL": "\#(h.base)/token", "clientID": "svc-client", "clientKeyFile": "\#(path)", "scopes": ["read"]}"#)
+        h.mock.script(.token, [.token(access: "at-key-1", refresh: nil)])
+        let login = await h.run(["login", "svc"])
+        #expect(login.status == .success, "\(login.stderr)")
+        let sent = try #require(h.mock.requests(.token).first)
+        #expect(sent.form["grant_type"] == "client_credentials")
+        #expect(sent.form["client_id"] == "svc-client")
+        #expect(sent.form["client_assertion_type"] == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
+        #expect(sent.form["client_assertion"]?.split(separator: ".").count == 3)
+        #expect(sent.header("Authorization") == nil && sent.form["client_secret"] == nil)
+        #expect(!login.stdout.contains(sent.form["client_assertion"] ?? "-") && !login.stderr.contains(sent.form["client_assertion"] ?? "-"))
+
+        h.mock.script(.token, [.oauthError("invalid_client", description: "assertion rejected", status: 401)])
+        let rejected = await h.run(["login", "svc"])
+        #expect(rejected.status == .dataError, "\(rejected.stderr)")
+        #expect(rejected.stderr.contains("invalid_client"))
+        #expect(!rejected.stderr.contains(h.mock.requests(.token).last?.form["client_assertion"] ?? "-"))
     }
 }
