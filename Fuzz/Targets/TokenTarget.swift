@@ -1,5 +1,5 @@
 // token: an HTTP response (status, headers, body) from the token or device authorization endpoint
-// turned into a TokenResponse, a DeviceCode or an OAuthError (HTTP/EndpointClient.swift,
+// turned into a TokenResponse, a DeviceCode or an OAuthError (Model/TokenResponse.swift, HTTP/EndpointClient.swift,
 // Grants/DeviceAuthorization.swift), with the retry decision on it (HTTP/Retry.swift: 429/5xx,
 // Retry-After) and the other headers a server controls (HTTP/Challenge.swift WWW-Authenticate,
 // OIDC/Discovery.swift Cache-Control); then a token answer through the whole grant: stored, and

@@ -8,8 +8,8 @@ import Synchronization
 /// Fetched documents by key (an issuer, a JWKS URL), each with its expiry; at most one fetch per
 /// key runs at a time and everyone asking meanwhile shares its result. A failure is not kept.
 ///
-/// Used only from the ``AuthFlow`` actor: between looking up and registering a fetch there is no
-/// suspension, so two callers can never both start one. The lock makes the class `Sendable`.
+/// Looking up a running fetch and registering a new one happen under one lock, so two callers can
+/// never both start one, from the actor or from any task.
 final class DocumentCache<Document: Sendable>: Sendable {
     typealias Fetch = Task<Result<(Document, TimeInterval), OAuthError>, Never>
 
@@ -25,7 +25,7 @@ final class DocumentCache<Document: Sendable>: Sendable {
 
     private let entries = Mutex<[String: Entry]>([:])
 
-    private enum Decision { case newer(Document, Int), join, limited, fetch }
+    private enum Decision { case newer(Document, Int), limited, await(Fetch) }
 
     /// The cached document of `key` while fresh at `now`, with its generation.
     func fresh(_ key: String, now: Date) -> (Document, Int)? {
@@ -52,18 +52,20 @@ final class DocumentCache<Document: Sendable>: Sendable {
         fetch: @escaping @Sendable () async throws(OAuthError) -> (Document, TimeInterval)
     ) async throws(OAuthError) -> (Document, Int)? {
         let time = now()
+        // Deciding and starting the fetch under one lock: a caller that comes between them would
+        // otherwise find the forced fetch counted but not yet running, and be refused (`.limited`).
         let decision: Decision = entries.withLock { entries in
             let entry = entries[key] ?? Entry()
             if let document = entry.document, entry.generation > generation { return .newer(document, entry.generation) }
-            if entry.running != nil { return .join }
+            if let running = entry.running { return .await(running) }
             if let last = entry.lastForcedFetch, time.timeIntervalSince(last) < interval, time >= last { return .limited }
             entries[key, default: Entry()].lastForcedFetch = time
-            return .fetch
+            return .await(Self.start(key, in: &entries, fetch: fetch))
         }
         switch decision {
         case .newer(let document, let generation): return (document, generation)
         case .limited: return nil
-        case .join, .fetch: return try await join(key, now: now, fetch: fetch)
+        case .await(let task): return try await finish(key, task, now: now)
         }
     }
 
@@ -72,13 +74,24 @@ final class DocumentCache<Document: Sendable>: Sendable {
         _ key: String, now: @Sendable () -> Date, fetch: @escaping @Sendable () async throws(OAuthError) -> (Document, TimeInterval)
     ) async throws(OAuthError) -> (Document, Int) {
         let task: Fetch = entries.withLock { entries in
-            if let running = entries[key]?.running { return running }
-            let task = Fetch { () async -> Result<(Document, TimeInterval), OAuthError> in
-                do throws(OAuthError) { return .success(try await fetch()) } catch { return .failure(error) }
-            }
-            entries[key, default: Entry()].running = task
-            return task
+            entries[key]?.running ?? Self.start(key, in: &entries, fetch: fetch)
         }
+        return try await finish(key, task, now: now)
+    }
+
+    /// Starts a fetch of `key` and registers it as running; under the lock.
+    private static func start(
+        _ key: String, in entries: inout [String: Entry], fetch: @escaping @Sendable () async throws(OAuthError) -> (Document, TimeInterval)
+    ) -> Fetch {
+        let task = Fetch { () async -> Result<(Document, TimeInterval), OAuthError> in
+            do throws(OAuthError) { return .success(try await fetch()) } catch { return .failure(error) }
+        }
+        entries[key, default: Entry()].running = task
+        return task
+    }
+
+    /// Awaits `task`, a fetch of `key`, and records its result (once, by the first waiter to resume).
+    private func finish(_ key: String, _ task: Fetch, now: @Sendable () -> Date) async throws(OAuthError) -> (Document, Int) {
         let result = await task.value
         return try entries.withLock { entries throws(OAuthError) -> (Document, Int) in
             var entry = entries[key] ?? Entry()
