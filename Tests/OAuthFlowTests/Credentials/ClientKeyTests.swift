@@ -65,6 +65,17 @@ struct ClientKeyTests {
         #expect(Set(claims.keys) == ["iss", "sub", "aud", "jti", "iat", "exp"])
     }
 
+    @Test("A SEC1 key after its EC PARAMETERS block (openssl ecparam -genkey without -noout) loads")
+    func ecParametersBlock() throws {
+        let files = try KeyFiles()
+        defer { files.remove() }
+        try KeyFiles.openssl(["ecparam", "-name", "secp384r1", "-genkey", "-out", files.path("key.pem")])
+        try files.chmod("key.pem", 0o600)
+        #expect(try files.read("key.pem").hasPrefix("-----BEGIN EC PARAMETERS-----"))
+        let key = try ClientKey(contentsOfFile: files.path("key.pem"))
+        #expect(key.kind == .ec(curve: "P-384"))
+    }
+
     @Test("Every assertion has a fresh jti")
     func freshJTI() async throws {
         let files = try KeyFiles()
