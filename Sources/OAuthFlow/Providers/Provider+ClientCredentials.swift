@@ -55,6 +55,13 @@ extension Provider {
                 throw fail("tokenURL", "\(method.rawValue) is mutual TLS and needs an https:// token endpoint")
             }
         }
+        let usesKey: Set<ClientAuthentication> = [.privateKeyJWT, .tlsClientAuth, .selfSignedTLSClientAuth]
+        if clientKey != nil, !usesKey.contains(method) {
+            throw fail("clientKeyFile", "is used with private_key_jwt, tls_client_auth or self_signed_tls_client_auth, not \(method.rawValue)")
+        }
+        if clientCertificate != nil, !usesKey.contains(method) {
+            throw fail("clientCertificateFile", "is used with private_key_jwt, tls_client_auth or self_signed_tls_client_auth, not \(method.rawValue)")
+        }
         if clientAssertionAlgorithm != nil, method != .privateKeyJWT, method != .clientSecretJWT {
             throw fail("clientAssertionAlgorithm", "is used only with private_key_jwt and client_secret_jwt, not \(method.rawValue)")
         }
