@@ -188,6 +188,20 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         set { storage.update { $0.clientAssertionAudience = newValue } }
     }
 
+    /// A service-account key (catalog `serviceAccountFile`): the provider's grant is then the
+    /// JWT-bearer grant (RFC 7523 §2.1), signed with this key, fetched again when due.
+    public var serviceAccount: ServiceAccountKey? {
+        get { storage.fields.serviceAccount }
+        set { storage.update { $0.serviceAccount = newValue } }
+    }
+
+    /// The user a service account acts for (`sub` of its JWT-bearer assertions: Google's
+    /// domain-wide delegation; catalog `subject`); nil for the account itself.
+    public var serviceAccountSubject: String? {
+        get { storage.fields.serviceAccountSubject }
+        set { storage.update { $0.serviceAccountSubject = newValue } }
+    }
+
     /// A PEM bundle of CA certificates to trust for this provider's endpoints instead of the
     /// system's (catalog `caFile`).
     public var caFile: String? {
@@ -236,6 +250,8 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         var clientAssertionAlgorithm: SigningAlgorithm?
         var clientAssertionAudience: ClientAssertionAudience
         var caFile: String?
+        var serviceAccount: ServiceAccountKey?
+        var serviceAccountSubject: String?
     }
 
     private var storage: CopyOnWrite<Fields>
@@ -253,7 +269,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         authorizationParameters: [String: String] = [:], userAgent: String? = nil, debug: Bool = false,
         clientKey: (any ClientAssertionSigner)? = nil, clientKeyID: String? = nil, clientCertificate: ClientCertificate? = nil,
         clientAssertionAlgorithm: SigningAlgorithm? = nil, clientAssertionAudience: ClientAssertionAudience = .endpoint,
-        caFile: String? = nil
+        caFile: String? = nil, serviceAccount: ServiceAccountKey? = nil, serviceAccountSubject: String? = nil
     ) {
         let defaultAuthentication: ClientAuthentication =
             clientSecret != nil ? .clientSecretBasic : clientKey != nil ? .privateKeyJWT : .none
@@ -265,7 +281,8 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
             clientAuthentication: clientAuthentication ?? defaultAuthentication,
             redirectURI: redirectURI, scopes: scopes, authorizationParameters: authorizationParameters, userAgent: userAgent,
             debug: debug, clientKey: clientKey, clientKeyID: clientKeyID, clientCertificate: clientCertificate,
-            clientAssertionAlgorithm: clientAssertionAlgorithm, clientAssertionAudience: clientAssertionAudience, caFile: caFile))
+            clientAssertionAlgorithm: clientAssertionAlgorithm, clientAssertionAudience: clientAssertionAudience, caFile: caFile,
+            serviceAccount: serviceAccount, serviceAccountSubject: serviceAccountSubject))
     }
 
     /// True for a client that authenticates (a confidential client, RFC 6749 §2.1): with a secret,
@@ -316,6 +333,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
             && lhs.debug == rhs.debug && lhs.clientKey === rhs.clientKey && lhs.clientKeyID == rhs.clientKeyID
             && lhs.clientCertificate === rhs.clientCertificate && lhs.clientAssertionAlgorithm == rhs.clientAssertionAlgorithm
             && lhs.clientAssertionAudience == rhs.clientAssertionAudience && lhs.caFile == rhs.caFile
+            && lhs.serviceAccount === rhs.serviceAccount && lhs.serviceAccountSubject == rhs.serviceAccountSubject
     }
 
     /// Hashes the id and client id.

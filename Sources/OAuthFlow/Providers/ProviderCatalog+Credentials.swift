@@ -81,6 +81,17 @@ extension ProviderCatalog.Entry {
         return keys
     }
 
+    /// `serviceAccountFile`: a Google-style service-account key, read and checked (``ServiceAccountKey``).
+    func serviceAccountKey() throws(OAuthError) -> ServiceAccountKey? {
+        guard let written = try string("serviceAccountFile") else { return nil }
+        let path = try credentialPath("serviceAccountFile", written)
+        do {
+            return try ServiceAccountKey(contentsOfFile: path)
+        } catch {
+            throw fail("serviceAccountFile", Self.withoutLabel(error.message, path: path, label: "service account file"), underlying: error)
+        }
+    }
+
     /// `written` with `${NAME}` expanded and, when relative, resolved against the catalog's
     /// directory (as `clientSecretFile` is).
     func credentialPath(_ key: String, _ written: String) throws(OAuthError) -> String {

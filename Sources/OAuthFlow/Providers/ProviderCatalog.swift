@@ -221,6 +221,7 @@ extension ProviderCatalog {
         "clientSecretFile", "clientAuthentication", "redirectURI", "scopes", "scope", "authorizationParameters", "userAgent",
         "customUserAgent", "debug", "encodeHttpBody", "icon", "authorizationPattern",
         "clientKeyFile", "clientKeyID", "clientCertificateFile", "clientAssertionAlgorithm", "clientAssertionAudience", "caFile",
+        "serviceAccountFile", "subject",
     ]
 
     /// `"clientSecrett" is not a known key; did you mean "clientSecret"?` The key is shown
@@ -296,13 +297,14 @@ extension ProviderCatalog {
             let introspectionURL = try endpoint("introspectionURL")
             let userinfoURL = try endpoint("userinfoURL")
             let issuer = try issuer()
-            guard tokenURL != nil || issuer != nil else {
+            let serviceAccount = try serviceAccountKey()
+            guard tokenURL != nil || issuer != nil || serviceAccount != nil else {
                 throw fail("tokenURL", "is required unless issuer is given (OAuthKit's accessTokenURL is accepted too)")
             }
             let jwksURL = try endpoint("jwksURL")
             let endSessionURL = try endpoint("endSessionURL")
             let algorithms = try signingAlgorithms()
-            guard let clientID = try string("clientID") else { throw fail("clientID", "is required") }
+            guard let clientID = try string("clientID") ?? serviceAccount?.clientEmail else { throw fail("clientID", "is required") }
             let secret = try clientSecret()
             let authentication = try clientAuthentication(hasSecret: secret != nil)
             let credentials = try clientCredentials(method: authentication)
@@ -313,13 +315,14 @@ extension ProviderCatalog {
             let debug = try bool("debug")
 
             let provider = Provider(
-                id: rawID, authorizationURL: authorizationURL, tokenURL: tokenURL, deviceAuthorizationURL: deviceURL,
+                id: rawID, authorizationURL: authorizationURL, tokenURL: tokenURL ?? serviceAccount?.tokenURI, deviceAuthorizationURL: deviceURL,
                 revocationURL: revocationURL, introspectionURL: introspectionURL, userinfoURL: userinfoURL, issuer: issuer,
                 jwksURL: jwksURL, endSessionURL: endSessionURL, idTokenSigningAlgorithms: algorithms, clientID: clientID, clientSecret: secret, clientAuthentication: authentication,
                 redirectURI: redirectURI, scopes: scopes ?? [], authorizationParameters: parameters ?? [:],
                 userAgent: userAgent, debug: debug ?? false, clientKey: credentials.key, clientKeyID: credentials.keyID,
                 clientCertificate: credentials.certificate, clientAssertionAlgorithm: credentials.algorithm,
-                clientAssertionAudience: credentials.audience, caFile: credentials.caFile)
+                clientAssertionAudience: credentials.audience, caFile: credentials.caFile, serviceAccount: serviceAccount,
+                serviceAccountSubject: try string("subject"))
             do {
                 try provider.validate()
             } catch {
