@@ -160,6 +160,16 @@ struct ClientAssertionIntegration {
         try await server.register(["client_id": email, "method": "private_key_jwt",
                                    "jwk": try JSONSerialization.jsonObject(with: Data(try key.key.publicJWK().utf8))])
 
+        // Through the flow: the same account, its subject, Authlib's token.
+        let provider = Provider(id: "sa", tokenURL: server.tokenURL, clientID: email, scopes: ["read"], serviceAccount: key,
+                                serviceAccountSubject: "alice")
+        let flow = try await AuthFlow(providers: [provider])
+        let authorization = try await flow.jwtBearer(provider: "sa")
+        #expect(authorization.grant == .jwtBearer && !authorization.isRefreshable)
+        let viaFlow = try #require(try await server.received().last)
+        #expect(Set(viaFlow.keys) == ["grant_type", "assertion", "scope", "client_id", "_authorization"])
+        #expect(viaFlow["client_id"] == [email] && viaFlow["_authorization"] == [""])
+
         let fields = try await key.grantFields(scopes: ["read"], subject: "alice", now: Date())
         let reply = try await server.token([:], authentication: fields)
         #expect(reply.status == 200, "\(reply.text)")
