@@ -66,4 +66,33 @@ struct ClientKeyFileCLITests {
         #expect(rejected.stderr.contains("invalid_client"))
         #expect(!rejected.stderr.contains(h.mock.requests(.token).last?.form["client_assertion"] ?? "-"))
     }
+
+    @Test("authflow token for a service account fetches its first token with the JWT-bearer grant, then answers from the store")
+    func serviceAccountToken() async throws {
+        let h = try Harness()
+        defer { h.directory.remove() }
+        let keyPath = try Self.key(h)
+        // A service account's key is RSA; replace the EC key with an RSA one.
+        let rsa = Process()
+        rsa.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        rsa.arguments = ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", keyPath]
+        try rsa.run()
+        rsa.waitUntilExit()
+        let account: [String: Any] = ["type": "service_account", "client_email": "svc@demo.iam.example", "private_key_id": "k1",
+                                      "private_key": try String(contentsOfFile: keyPath, encoding: .utf8),
+                                      "token_uri": h.mock.url(.token).absoluteString]
+        let accountPath = h.directory.url.appendingPathComponent("sa.json").path
+        try JSONSerialization.data(withJSONObject: account).write(to: URL(fileURLWithPath: accountPath))
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: accountPath)
+        try h.catalog(#"{"id": "gcp", "serviceAccountFile": "\#(accountPath)", "scopes": ["read"]}"#)
+        h.mock.script(.token, [.token(access: "at-sa-1", expiresIn: 3600, refresh: nil)])
+
+        let first = await h.run(["token", "gcp"])
+        #expect(first.status == .success, "\(first.stderr)")
+        #expect(first.stdout == "at-sa-1\n")
+        #expect(h.mock.requests(.token).first?.form["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer")
+        let again = await h.run(["token", "gcp"])
+        #expect(again.stdout == "at-sa-1\n")
+        #expect(h.mock.requests(.token).count == 1)
+    }
 }
