@@ -13,6 +13,10 @@
 #   BENCH_BUILD_DIR   SwiftPM scratch path for the release build (default $TMPDIR/oauthflow-bench-build;
 #                     outside the repository, so the repository's own .build is left alone)
 #   BENCH_RUNS        harness runs (default 2)
+#   BENCH_PIN         1 (default): the harness pins nginx to CPU 0 and the clients to the others;
+#                     0: nothing pinned (what a service on a small VM gets); alternate: odd runs pinned,
+#                     even runs unpinned, so both sit in one report (issue 21: BENCH_RUNS=12 gives six
+#                     of each, and the report adds the median ratio of each kind)
 #   BENCH_SKIP_BUILD  1: use the binaries already in BENCH_BUILD_DIR
 #   BENCH_ORDER       0: link without the profiled function order (step 4; it needs valgrind)
 #   BENCH_PORT, BENCH_NGINX_PREFIX   passed to the harness (its defaults: 18080, /tmp/oauthbench-nginx)
@@ -153,7 +157,7 @@ fi
 # environment, its resident-set peak from getrusage(RUSAGE_CHILDREN).
 measure_rss() {
   local pin=() server_cpu=""
-  if [[ "${BENCH_PIN:-1}" != 0 && "$(nproc)" -ge 2 ]]; then pin=(taskset -c 1); server_cpu=0; fi
+  if [[ "$RUN_PIN" != 0 && "$(nproc)" -ge 2 ]]; then pin=(taskset -c 1); server_cpu=0; fi
   (cd "$HARNESS" && BENCH_SERVER_CPU="$server_cpu" ./server-start.sh >/dev/null)
   trap '(cd "$HARNESS" && ./server-stop.sh >/dev/null 2>&1) || true' EXIT
   for client in go-x-oauth2:"$HARNESS/go/bin/go-x-oauth2" oauthflow:"$BIN/oauthflow-bench"; do
@@ -171,10 +175,18 @@ PY
 
 # 5. The harness runs, each followed by the RSS measurement.
 RESULTS=()
+PINS=()
+case "${BENCH_PIN:-1}" in
+  0|1|alternate) ;;
+  *) say "BENCH_PIN is 1, 0 or alternate, not '${BENCH_PIN}'"; exit 2 ;;
+esac
 for run in $(seq 1 "$RUNS"); do
-  say "harness run $run of $RUNS"
+  RUN_PIN="${BENCH_PIN:-1}"
+  if [[ "$RUN_PIN" == alternate ]]; then RUN_PIN=$(( run % 2 )); fi
+  PINS+=("$RUN_PIN")
+  say "harness run $run of $RUNS ($([[ "$RUN_PIN" == 0 ]] && echo unpinned || echo pinned))"
   before="$(ls "$HARNESS/results/runs" 2>/dev/null | sort | tail -1 || true)"
-  (cd "$HARNESS" && BENCH_EXTRA_CLIENTS="$TSV" BENCH_ONLY="$ONLY" ./run-all.sh >"$CLI/run-$run.log" 2>&1) \
+  (cd "$HARNESS" && BENCH_PIN="$RUN_PIN" BENCH_EXTRA_CLIENTS="$TSV" BENCH_ONLY="$ONLY" ./run-all.sh >"$CLI/run-$run.log" 2>&1) \
     || { say "run-all.sh failed; see $CLI/run-$run.log"; tail -20 "$CLI/run-$run.log" >&2; exit 1; }
   latest="$(ls "$HARNESS/results/runs" | sort | tail -1)"
   [[ "$latest" != "$before" ]] || { say "run-all.sh wrote no new run"; exit 1; }
@@ -184,9 +196,10 @@ for run in $(seq 1 "$RUNS"); do
 done
 
 # 6. The table.
-python3 - "${RESULTS[@]}" <<'PY' | tee "$REPORT"
-import json, os, re, sys
+BENCH_PINS="${PINS[*]}" python3 - "${RESULTS[@]}" <<'PY' | tee "$REPORT"
+import json, os, re, statistics, sys
 runs = sys.argv[1:]
+pins = os.environ.get("BENCH_PINS", "").split()
 def load(run):
     values = {}
     for line in open(os.path.join(run, "results.txt")):
@@ -200,6 +213,7 @@ meta = json.load(open(os.path.join(runs[0], "meta.json")))
 # (label, client, metric, Go metric, target op, target, unit, digits)
 rows = [
     ("M1 fresh fetch, median", "oauthflow", "m1_median_us", "m1_median_us", "<=", 0.85, "µs", 1),
+    ("M1 fresh fetch, p99", "oauthflow", "m1_p99_us", "m1_p99_us", "<=", 1.0, "µs", 1),
     ("M2 64 concurrent callers", "oauthflow", "m2_fetch_per_s", "m2_fetch_per_s", ">=", 1.25, "fetch/s", 0),
     ("M3 cached token", "oauthflow", "m3_ns_per_op", "m3_ns_per_op", "<=", 1.0, "ns", 1),
     ("PKCE pair", "oauthflow", "pkce_ns_per_op", "pkce_ns_per_op", "<=", 1.0, "ns", 0),
@@ -214,7 +228,8 @@ def fmt(v, digits, unit):
     return f"{v:,.{digits}f}"
 print(f"Machine: {meta.get('machine', '?')}\n")
 print("Versions: " + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items() if k in ("nginx", "go", "x/oauth2", "curl", "hyperfine")) + "\n")
-head = "| measure | " + " | ".join(f"run {i + 1}: Go | run {i + 1}: ours | run {i + 1}: ratio" for i in range(len(runs)))
+kind = lambda i: ("unpinned" if pins[i] == "0" else "pinned") if i < len(pins) else "?"
+head = "| measure | " + " | ".join(f"run {i + 1} ({kind(i)}): Go | run {i + 1}: ours | run {i + 1}: ratio" for i in range(len(runs)))
 head += " | mean ratio | target | result |"
 print(head)
 print("|---|" + "---:|" * (3 * len(runs) + 1) + "---|---|")
@@ -260,6 +275,17 @@ if peers:
             cell += f" / {fmt(m2, 0, '')} ({m2 / g2:.2f}×)" if m2 and g2 else " / –"
             cells.append(cell)
         print(f"| {peer} | " + " | ".join(cells) + " |")
+if len(set(pins)) > 1:
+    print("\nM1 by pinning: the median over the runs of each kind of the ratio to Go's figure in the same run:\n")
+    print("| runs | M1 median ratio | M1 p99 ratio |")
+    print("|---|---:|---:|")
+    for want, name in (("1", "pinned"), ("0", "unpinned")):
+        picked = [d for i, d in enumerate(data) if i < len(pins) and pins[i] == want]
+        def ratios(metric):
+            return [d[("oauthflow", metric)] / d[("go-x-oauth2", metric)] for d in picked
+                    if d.get(("oauthflow", metric)) is not None and d.get(("go-x-oauth2", metric))]
+        cells = [f"{statistics.median(r):.2f}× ({len(r)})" if r else "–" for r in (ratios("m1_median_us"), ratios("m1_p99_us"))]
+        print(f"| {name} | " + " | ".join(cells) + " |")
 print(f"\nRuns: {', '.join(os.path.basename(r) for r in runs)} (raw RESULT lines in each run's results.txt).")
 PY
 say "report written to $REPORT"
