@@ -231,6 +231,7 @@ struct StatusRow {
         case .authorizationCode: return "browser"
         case .clientCredentials: return "client-credentials"
         case .refreshToken: return "refresh"
+        case .jwtBearer: return "jwt-bearer"
         }
     }
 

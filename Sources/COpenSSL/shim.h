@@ -20,6 +20,7 @@
 #include <openssl/rand.h>
 #include <openssl/rsa.h>
 #include <openssl/sha.h>
+#include <openssl/x509.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
@@ -79,12 +80,14 @@ static inline int c_oauthflow_selection_public_key(void) { return EVP_PKEY_PUBLI
     X(EVP_PKEY_CTX_set_rsa_mgf1_md_name) \
     X(EVP_PKEY_CTX_set_rsa_padding) \
     X(EVP_PKEY_CTX_set_rsa_pss_saltlen) \
+    X(EVP_PKEY_eq) \
     X(EVP_PKEY_free) \
     X(EVP_PKEY_fromdata) \
     X(EVP_PKEY_fromdata_init) \
     X(EVP_PKEY_generate) \
     X(EVP_PKEY_get_bits) \
     X(EVP_PKEY_get_bn_param) \
+    X(EVP_PKEY_get_group_name) \
     X(EVP_PKEY_get_raw_public_key) \
     X(EVP_PKEY_is_a) \
     X(EVP_PKEY_keygen_init) \
@@ -101,7 +104,11 @@ static inline int c_oauthflow_selection_public_key(void) { return EVP_PKEY_PUBLI
     X(RAND_bytes) \
     X(SHA256_Init) \
     X(SHA256_Update) \
-    X(SHA256_Final)
+    X(SHA256_Final) \
+    X(X509_free) \
+    X(X509_get0_pubkey) \
+    X(d2i_AutoPrivateKey) \
+    X(d2i_X509)
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"

@@ -13,11 +13,11 @@ import Foundation
 /// authenticates the client (``apply(to:)``) — one step of every such request, never re-derived
 /// per call, never known to a grant.
 ///
-/// To add a method (RFC 7523 `private_key_jwt` / `client_secret_jwt`, RFC 8705 mutual TLS): add a
-/// case holding what it needs (a signer, an identity), make it in ``init(_:)``, and write its
-/// branch of ``apply(to:)``. That step is `async` and `throws`, and sees the request's URL (an
-/// assertion's `aud`), so a signer can run there; a later step (a DPoP proof, RFC 9449) goes
-/// beside it in ``EndpointClient/formRequest(url:fields:)``.
+/// `private_key_jwt` and `client_secret_jwt` sign a fresh assertion for each request here
+/// (``AssertionAuthenticator``, RFC 7523 §2.2), with the request's URL as `aud` by default. The
+/// mutual-TLS methods (RFC 8705 §2) send `client_id` in the body; the certificate is presented by
+/// the provider's transport (``AuthFlow``'s `makeClient`). A later step (a DPoP proof, RFC 9449)
+/// goes beside this one in ``EndpointClient/formRequest(url:fields:)``.
 ///
 /// No case prints a secret: ``Secret`` shows `<redacted>` in `description` and `dump`.
 enum ClientAuthentication: Sendable {
@@ -28,6 +28,15 @@ enum ClientAuthentication: Sendable {
     case secretBasic(Secret)
     /// `client_id` and `client_secret` in the body (RFC 6749 §2.3.1): the secret.
     case secretPost(Secret)
+    /// `private_key_jwt` or `client_secret_jwt`: `client_id`, `client_assertion_type` and a fresh
+    /// `client_assertion` in the body (RFC 7521 §4.2, RFC 7523 §2.2, OpenID Connect Core §9).
+    case assertion(AssertionAuthenticator)
+    /// `tls_client_auth` or `self_signed_tls_client_auth`: `client_id` in the body; the transport
+    /// presents the certificate (RFC 8705 §2).
+    case mutualTLS(Provider.ClientAuthentication)
+    /// A provider whose method cannot be made (``Provider/validate()`` refuses such providers
+    /// first): every request fails with this error before anything is sent.
+    case unusable(OAuthError)
 
     /// The authentication `provider`'s registration says (``Provider/clientAuthentication``).
     init(_ provider: Provider) {
@@ -38,6 +47,18 @@ enum ClientAuthentication: Sendable {
             self = .secretPost(provider.clientSecret ?? Secret(""))
         case .none:
             self = .publicClient
+        case .privateKeyJWT, .clientSecretJWT:
+            do {
+                if let authenticator = try AssertionAuthenticator(provider: provider) {
+                    self = .assertion(authenticator)
+                } else {
+                    self = .unusable(OAuthError(.configuration, providerID: provider.id, message: "no assertion method"))
+                }
+            } catch {
+                self = .unusable(error)
+            }
+        case .tlsClientAuth, .selfSignedTLSClientAuth:
+            self = .mutualTLS(provider.clientAuthentication)
         }
     }
 
@@ -48,7 +69,8 @@ enum ClientAuthentication: Sendable {
     }
 
     /// Puts the client's authentication on `post`, a form POST about to be sent to `post.url`.
-    /// - Throws: ``OAuthError``: none of today's methods fails; a signing step may.
+    /// - Throws: ``OAuthError`` as the assertion's signer throws (`.configuration`, `.crypto`), or
+    ///   the error of an ``unusable`` method.
     func apply(to post: inout FormPost) async throws(OAuthError) {
         switch self {
         case .publicClient:
@@ -58,6 +80,12 @@ enum ClientAuthentication: Sendable {
         case .secretPost(let secret):
             post.fields.append(("client_id", post.clientID))
             post.fields.append(("client_secret", secret.reveal()))
+        case .assertion(let authenticator):
+            post.fields += try await authenticator.fields(endpoint: post.url, now: Date())
+        case .mutualTLS:
+            post.fields.append(("client_id", post.clientID))
+        case .unusable(let error):
+            throw error
         }
     }
 
@@ -67,6 +95,9 @@ enum ClientAuthentication: Sendable {
         case .publicClient: "none"
         case .secretBasic: "client_secret_basic"
         case .secretPost: "client_secret_post"
+        case .assertion(let authenticator): authenticator.algorithm.isHMAC ? "client_secret_jwt" : "private_key_jwt"
+        case .mutualTLS(let method): method.rawValue
+        case .unusable: "unusable"
         }
     }
 }

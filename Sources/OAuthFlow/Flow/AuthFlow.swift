@@ -208,7 +208,7 @@ public actor AuthFlow {
     }
 
     private static func makeClient(for provider: Provider, transport: any HTTPTransport, options: Options, logger: Logger) -> EndpointClient {
-        EndpointClient(provider: provider, transport: transport, userAgent: options.userAgent, log: logger,
+        EndpointClient(provider: provider, transport: provider.transport(sharing: transport), userAgent: options.userAgent, log: logger,
                        retry: Retrier(policy: options.retry, clock: options.clock, now: options.now, jitter: options.jitter),
                        authentication: ClientAuthentication(provider))
     }

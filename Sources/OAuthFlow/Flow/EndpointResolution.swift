@@ -14,7 +14,10 @@ extension AuthFlow {
     func endpointURL(_ endpoint: OAuthError.Endpoint, of provider: Provider) async throws(OAuthError) -> URL? {
         if let configured = Self.configuredURL(endpoint, of: provider) { return configured }
         guard provider.issuer != nil, endpoint != .discovery else { return nil }
-        return try await discoveredMetadata(for: provider).url(for: endpoint)
+        let metadata = try await discoveredMetadata(for: provider)
+        // RFC 8705 §5: a client using mutual TLS uses the server's aliases for the endpoints that have one.
+        if provider.clientAuthentication.isMutualTLS, let alias = metadata.mutualTLSAlias(for: endpoint) { return alias }
+        return metadata.url(for: endpoint)
     }
 
     /// The endpoint a grant cannot run without.

@@ -50,6 +50,7 @@ extension AuthFlow {
     /// request through the provider's client, which adds the client's authentication.
     private func exchange(_ grant: GrantRequest, for provider: Provider) async throws(OAuthError) -> TokenResponse {
         let url = try await requiredEndpoint(.token, of: provider)
+        try await checkClientAssertionAlgorithm(for: provider)
         let client = client(for: provider)
         do {
             switch grant.exchange {

@@ -52,11 +52,11 @@ extension AuthFlow {
     /// the background request time to finish while the token is still fresh, so callers keep
     /// getting the cached token and never wait for it; the random part keeps processes that share
     /// a store from renewing in the same second. Nil when `set` cannot or need not be renewed in
-    /// the background: no expiry, no refresh token (unless it came from client credentials),
+    /// the background: no expiry, no refresh token (unless it came from client credentials or the JWT-bearer grant),
     /// marked for reauthorization, or living under ``ProactiveTimers/minimumLifetime``.
     nonisolated func proactiveDelay(for set: TokenSet, now: Date) -> TimeInterval? {
         guard let expiresAt = set.expiresAt, !set.needsReauthorization,
-              set.refreshToken != nil || set.grant == .clientCredentials,
+              set.refreshToken != nil || set.grant == .clientCredentials || set.grant == .jwtBearer,
               expiresAt.timeIntervalSince(set.issuedAt) >= ProactiveTimers.minimumLifetime
         else { return nil }
         let margin = TokenCache.effectiveMargin(of: set, margin: options.refreshMargin)

@@ -103,6 +103,16 @@ extension AuthFlow {
             return stored
         }
         // The store is the truth: an entry another process deleted (a logout) is not revived from memory.
+        if provider.serviceAccount != nil, stored == nil || stored?.grant == .jwtBearer {
+            // A service account: no refresh token and no user; a new assertion whenever a token is due.
+            if stored == nil { tokens[provider.id] = nil }
+            let scopes = stored?.scopes ?? previous?.scopes ?? provider.scopes
+            let now = options.now()
+            return try await run(provider, ticket: ticket, locked: true) { [self] provider throws(OAuthError) in
+                try await JWTBearerGrant.request(
+                    provider, tokenURL: try await requiredEndpoint(.token, of: provider), scopes: scopes, subject: provider.serviceAccountSubject, now: now)
+            }
+        }
         guard let current = stored else {
             tokens[provider.id] = nil
             let serviceOnly: Bool

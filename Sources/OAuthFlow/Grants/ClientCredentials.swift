@@ -13,7 +13,7 @@ enum ClientCredentialsGrant {
     static func request(_ provider: Provider, scopes: [String]) throws(OAuthError) -> GrantRequest {
         guard provider.isConfidential else {
             throw OAuthError(.configuration, providerID: provider.id,
-                             message: "the client credentials grant needs a client secret (RFC 6749 §4.4)")
+                             message: "the client credentials grant needs a client that authenticates: a secret, a private key or a client certificate (RFC 6749 §4.4)")
         }
         var fields: [(String, String)] = [("grant_type", GrantType.clientCredentials.rawValue)]
         if !scopes.isEmpty { fields.append(("scope", scopes.joined(separator: " "))) }

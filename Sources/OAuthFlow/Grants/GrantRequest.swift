@@ -73,6 +73,7 @@ final class GrantRequest: Sendable {
         case .deviceCode: return "device authorization"
         case .clientCredentials: return "client credentials request"
         case .refreshToken: return "refresh"
+        case .jwtBearer: return "JWT-bearer request"
         }
     }
 

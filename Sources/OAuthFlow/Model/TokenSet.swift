@@ -179,6 +179,8 @@ public enum GrantType: String, Sendable, Hashable, Codable, CaseIterable {
     case clientCredentials = "client_credentials"
     /// Refresh (RFC 6749 §6).
     case refreshToken = "refresh_token"
+    /// The JWT-bearer grant with a service-account key (RFC 7523 §2.1).
+    case jwtBearer = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 }
 
 /// The device authorization response a person acts on ([RFC 8628 §3.2](https://www.rfc-editor.org/rfc/rfc8628#section-3.2)).

@@ -22,6 +22,19 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         case clientSecretPost = "client_secret_post"
         /// A public client: `client_id` in the body, no secret (RFC 6749 §2.1).
         case none = "none"
+        /// A JWT signed with the client's private key (``Provider/clientKey``) in the form body
+        /// (RFC 7523 §2.2, OpenID Connect Core §9).
+        case privateKeyJWT = "private_key_jwt"
+        /// A JWT signed with HMAC under the client secret in the form body (OpenID Connect Core §9).
+        case clientSecretJWT = "client_secret_jwt"
+        /// Mutual TLS with a certificate from a CA the server trusts (RFC 8705 §2.1); `client_id` in the body.
+        case tlsClientAuth = "tls_client_auth"
+        /// Mutual TLS with a self-signed certificate registered at the server (RFC 8705 §2.2);
+        /// `client_id` in the body.
+        case selfSignedTLSClientAuth = "self_signed_tls_client_auth"
+
+        /// True for the two mutual-TLS methods (RFC 8705 §2).
+        public var isMutualTLS: Bool { self == .tlsClientAuth || self == .selfSignedTLSClientAuth }
     }
 
     /// A unique, stable name such as `github`; also the store key.
@@ -141,6 +154,73 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         set { storage.update { $0.debug = newValue } }
     }
 
+    /// What signs `private_key_jwt` assertions: a ``ClientKey`` (the catalog's `clientKeyFile`)
+    /// or your own ``ClientAssertionSigner`` (an HSM or KMS). For the mutual-TLS methods, the
+    /// ``ClientKey`` whose file libcurl presents with ``clientCertificate``.
+    public var clientKey: (any ClientAssertionSigner)? {
+        get { storage.fields.clientKey }
+        set { storage.update { $0.clientKey = newValue } }
+    }
+
+    /// The `kid` header of client assertions (catalog `clientKeyID`).
+    public var clientKeyID: String? {
+        get { storage.fields.clientKeyID }
+        set { storage.update { $0.clientKeyID = newValue } }
+    }
+
+    /// The client certificate: presented in mutual TLS, and the `x5t#S256` header of
+    /// `private_key_jwt` assertions (catalog `clientCertificateFile`).
+    public var clientCertificate: ClientCertificate? {
+        get { storage.fields.clientCertificate }
+        set { storage.update { $0.clientCertificate = newValue } }
+    }
+
+    /// The assertion's `alg`; nil for the key's default (``ClientKey/defaultAlgorithm``) or HS256
+    /// for `client_secret_jwt` (catalog `clientAssertionAlgorithm`).
+    public var clientAssertionAlgorithm: SigningAlgorithm? {
+        get { storage.fields.clientAssertionAlgorithm }
+        set { storage.update { $0.clientAssertionAlgorithm = newValue } }
+    }
+
+    /// The assertion's `aud` (catalog `clientAssertionAudience`); the endpoint's URL by default.
+    public var clientAssertionAudience: ClientAssertionAudience {
+        get { storage.fields.clientAssertionAudience }
+        set { storage.update { $0.clientAssertionAudience = newValue } }
+    }
+
+    /// A service-account key (catalog `serviceAccountFile`): the provider's grant is then the
+    /// JWT-bearer grant (RFC 7523 §2.1), signed with this key, fetched again when due.
+    public var serviceAccount: ServiceAccountKey? {
+        get { storage.fields.serviceAccount }
+        set { storage.update { $0.serviceAccount = newValue } }
+    }
+
+    /// The user a service account acts for (`sub` of its JWT-bearer assertions: Google's
+    /// domain-wide delegation; catalog `subject`); nil for the account itself.
+    public var serviceAccountSubject: String? {
+        get { storage.fields.serviceAccountSubject }
+        set { storage.update { $0.serviceAccountSubject = newValue } }
+    }
+
+    /// A PEM bundle of CA certificates to trust for this provider's endpoints instead of the
+    /// system's (catalog `caFile`).
+    public var caFile: String? {
+        get { storage.fields.caFile }
+        set { storage.update { $0.caFile = newValue } }
+    }
+
+    /// The algorithm assertions are signed with: ``clientAssertionAlgorithm``, else the key's
+    /// default, else HS256 for `client_secret_jwt`; nil for other methods or a custom signer
+    /// without a configured algorithm.
+    public var effectiveClientAssertionAlgorithm: SigningAlgorithm? {
+        if let clientAssertionAlgorithm { return clientAssertionAlgorithm }
+        switch clientAuthentication {
+        case .clientSecretJWT: return .hs256
+        case .privateKeyJWT: return (clientKey as? ClientKey)?.defaultAlgorithm
+        default: return nil
+        }
+    }
+
     /// The stored properties, behind one reference: a grant, a request and a flow each copy the
     /// provider, and a copy is now one retain instead of one per string, URL and array (it also
     /// keeps async frames small: the struct is 8 bytes instead of 257).
@@ -164,33 +244,57 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         var authorizationParameters: [String: String]
         var userAgent: String?
         var debug: Bool
+        var clientKey: (any ClientAssertionSigner)?
+        var clientKeyID: String?
+        var clientCertificate: ClientCertificate?
+        var clientAssertionAlgorithm: SigningAlgorithm?
+        var clientAssertionAudience: ClientAssertionAudience
+        var caFile: String?
+        var serviceAccount: ServiceAccountKey?
+        var serviceAccountSubject: String?
     }
 
     private var storage: CopyOnWrite<Fields>
 
     /// Creates a provider; call ``validate()`` (``AuthFlow`` does) before use.
     ///
-    /// `clientAuthentication` defaults to `client_secret_basic` with a secret and `none` without.
+    /// `clientAuthentication` defaults to `client_secret_basic` with a secret, `private_key_jwt`
+    /// with a `clientKey` and no secret, and `none` otherwise.
     public init(
         id: String, authorizationURL: URL? = nil, tokenURL: URL? = nil, deviceAuthorizationURL: URL? = nil,
         revocationURL: URL? = nil, introspectionURL: URL? = nil, userinfoURL: URL? = nil, issuer: String? = nil,
         jwksURL: URL? = nil, endSessionURL: URL? = nil, idTokenSigningAlgorithms: [String]? = nil,
         clientID: String, clientSecret: Secret? = nil,
         clientAuthentication: ClientAuthentication? = nil, redirectURI: URL? = nil, scopes: [String] = [],
-        authorizationParameters: [String: String] = [:], userAgent: String? = nil, debug: Bool = false
+        authorizationParameters: [String: String] = [:], userAgent: String? = nil, debug: Bool = false,
+        clientKey: (any ClientAssertionSigner)? = nil, clientKeyID: String? = nil, clientCertificate: ClientCertificate? = nil,
+        clientAssertionAlgorithm: SigningAlgorithm? = nil, clientAssertionAudience: ClientAssertionAudience = .endpoint,
+        caFile: String? = nil, serviceAccount: ServiceAccountKey? = nil, serviceAccountSubject: String? = nil
     ) {
+        let defaultAuthentication: ClientAuthentication =
+            clientSecret != nil ? .clientSecretBasic : clientKey != nil ? .privateKeyJWT : .none
         storage = CopyOnWrite(Fields(
             id: id, authorizationURL: authorizationURL, tokenURL: tokenURL, deviceAuthorizationURL: deviceAuthorizationURL,
             revocationURL: revocationURL, introspectionURL: introspectionURL, userinfoURL: userinfoURL, issuer: issuer,
             jwksURL: jwksURL, endSessionURL: endSessionURL, idTokenSigningAlgorithms: idTokenSigningAlgorithms,
             clientID: clientID, clientSecret: clientSecret,
-            clientAuthentication: clientAuthentication ?? (clientSecret == nil ? .none : .clientSecretBasic),
+            clientAuthentication: clientAuthentication ?? defaultAuthentication,
             redirectURI: redirectURI, scopes: scopes, authorizationParameters: authorizationParameters, userAgent: userAgent,
-            debug: debug))
+            debug: debug, clientKey: clientKey, clientKeyID: clientKeyID, clientCertificate: clientCertificate,
+            clientAssertionAlgorithm: clientAssertionAlgorithm, clientAssertionAudience: clientAssertionAudience, caFile: caFile,
+            serviceAccount: serviceAccount, serviceAccountSubject: serviceAccountSubject))
     }
 
-    /// True for a client that holds a secret (a confidential client, RFC 6749 §2.1).
-    public var isConfidential: Bool { clientSecret != nil && clientAuthentication != .none }
+    /// True for a client that authenticates (a confidential client, RFC 6749 §2.1): with a secret,
+    /// a private key or a client certificate.
+    public var isConfidential: Bool {
+        switch clientAuthentication {
+        case .none: return false
+        case .clientSecretBasic, .clientSecretPost, .clientSecretJWT: return clientSecret != nil
+        case .privateKeyJWT: return clientKey != nil
+        case .tlsClientAuth, .selfSignedTLSClientAuth: return clientCertificate != nil && clientKey != nil
+        }
+    }
 
     /// The grants this provider's configuration supports, from the endpoints written in it
     /// (endpoints discovery would add are not counted).
@@ -226,7 +330,10 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
             && lhs.clientID == rhs.clientID && lhs.clientAuthentication == rhs.clientAuthentication
             && lhs.redirectURI == rhs.redirectURI && lhs.scopes == rhs.scopes
             && lhs.authorizationParameters == rhs.authorizationParameters && lhs.userAgent == rhs.userAgent
-            && lhs.debug == rhs.debug
+            && lhs.debug == rhs.debug && lhs.clientKey === rhs.clientKey && lhs.clientKeyID == rhs.clientKeyID
+            && lhs.clientCertificate === rhs.clientCertificate && lhs.clientAssertionAlgorithm == rhs.clientAssertionAlgorithm
+            && lhs.clientAssertionAudience == rhs.clientAssertionAudience && lhs.caFile == rhs.caFile
+            && lhs.serviceAccount === rhs.serviceAccount && lhs.serviceAccountSubject == rhs.serviceAccountSubject
     }
 
     /// Hashes the id and client id.
@@ -284,9 +391,7 @@ extension Provider {
             }
             if let port = redirectURI.port, !(0...65535).contains(port) { throw fail("redirectURI", "has port \(port), above 65535") }
         }
-        if clientAuthentication != .none, clientSecret == nil {
-            throw fail("clientAuthentication", "\(clientAuthentication.rawValue) needs a client secret")
-        }
+        try validateClientCredentials(fail)
         for name in authorizationParameters.keys where Self.reservedAuthorizationParameters.contains(name) {
             throw fail("authorizationParameters", "\"\(name)\" is set by the flow and cannot be overridden")
         }

@@ -220,6 +220,8 @@ extension ProviderCatalog {
         "introspectionURL", "userinfoURL", "issuer", "jwksURL", "clientID", "clientSecret", "clientSecretEnv",
         "clientSecretFile", "clientAuthentication", "redirectURI", "scopes", "scope", "authorizationParameters", "userAgent",
         "customUserAgent", "debug", "encodeHttpBody", "icon", "authorizationPattern",
+        "clientKeyFile", "clientKeyID", "clientCertificateFile", "clientAssertionAlgorithm", "clientAssertionAudience", "caFile",
+        "serviceAccountFile", "subject",
     ]
 
     /// `"clientSecrett" is not a known key; did you mean "clientSecret"?` The key is shown
@@ -295,15 +297,17 @@ extension ProviderCatalog {
             let introspectionURL = try endpoint("introspectionURL")
             let userinfoURL = try endpoint("userinfoURL")
             let issuer = try issuer()
-            guard tokenURL != nil || issuer != nil else {
+            let serviceAccount = try serviceAccountKey()
+            guard tokenURL != nil || issuer != nil || serviceAccount != nil else {
                 throw fail("tokenURL", "is required unless issuer is given (OAuthKit's accessTokenURL is accepted too)")
             }
             let jwksURL = try endpoint("jwksURL")
             let endSessionURL = try endpoint("endSessionURL")
             let algorithms = try signingAlgorithms()
-            guard let clientID = try string("clientID") else { throw fail("clientID", "is required") }
+            guard let clientID = try string("clientID") ?? serviceAccount?.clientEmail else { throw fail("clientID", "is required") }
             let secret = try clientSecret()
             let authentication = try clientAuthentication(hasSecret: secret != nil)
+            let credentials = try clientCredentials(method: authentication)
             let redirectURI = try redirectURI()
             let scopes = try aliased("scopes", "scope", { key throws(OAuthError) in try scopeList(key) })
             let parameters = try authorizationParameters()
@@ -311,11 +315,14 @@ extension ProviderCatalog {
             let debug = try bool("debug")
 
             let provider = Provider(
-                id: rawID, authorizationURL: authorizationURL, tokenURL: tokenURL, deviceAuthorizationURL: deviceURL,
+                id: rawID, authorizationURL: authorizationURL, tokenURL: tokenURL ?? serviceAccount?.tokenURI, deviceAuthorizationURL: deviceURL,
                 revocationURL: revocationURL, introspectionURL: introspectionURL, userinfoURL: userinfoURL, issuer: issuer,
                 jwksURL: jwksURL, endSessionURL: endSessionURL, idTokenSigningAlgorithms: algorithms, clientID: clientID, clientSecret: secret, clientAuthentication: authentication,
                 redirectURI: redirectURI, scopes: scopes ?? [], authorizationParameters: parameters ?? [:],
-                userAgent: userAgent, debug: debug ?? false)
+                userAgent: userAgent, debug: debug ?? false, clientKey: credentials.key, clientKeyID: credentials.keyID,
+                clientCertificate: credentials.certificate, clientAssertionAlgorithm: credentials.algorithm,
+                clientAssertionAudience: credentials.audience, caFile: credentials.caFile, serviceAccount: serviceAccount,
+                serviceAccountSubject: try string("subject"))
             do {
                 try provider.validate()
             } catch {
@@ -469,7 +476,8 @@ extension ProviderCatalog {
             let key = "clientAuthentication"
             guard let raw = try string(key) else { return nil }
             guard let method = Provider.ClientAuthentication(rawValue: raw) else {
-                throw fail(key, "must be one of client_secret_basic, client_secret_post or none")
+                throw fail(key, "must be one of client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt, "
+                    + "tls_client_auth, self_signed_tls_client_auth or none")
             }
             if method == .none, hasSecret {
                 throw fail(key, "is none, but a client secret is configured; remove the secret or use client_secret_basic or client_secret_post")
@@ -547,8 +555,7 @@ extension ProviderCatalog {
         }
 
         /// Replaces each `${NAME}` with that environment variable, which must be set and non-empty.
-        func expandVariables(_ path: String) throws(OAuthError) -> String {
-            let key = "clientSecretFile"
+        func expandVariables(_ path: String, key: String = "clientSecretFile") throws(OAuthError) -> String {
             var result = ""
             var rest = Substring(path)
             while let start = ASCIIText.firstRange(of: "${", in: rest) {

@@ -36,6 +36,8 @@ struct ClientAuthenticationTests {
             case .none:
                 #expect(request.header("Authorization") == nil)
                 #expect(form["client_id"] == "cli 1" && form["client_secret"] == nil)
+            default:
+                Issue.record("not a method of this test: \(method)")  // the assertion methods: Credentials/AssertionWiringTests
             }
         }
     }

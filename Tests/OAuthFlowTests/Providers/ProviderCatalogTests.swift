@@ -446,7 +446,8 @@ extension CatalogFailure {
              "clientSecretFile: has a \"${\" without its closing \"}\""),
         demo("file with a bad variable name", #""clientSecretFile": "${1X}/demo""#, "clientSecretFile: has an invalid variable reference"),
         demo("clientAuthentication unknown", #""clientAuthentication": "basic""#,
-             "clientAuthentication: must be one of client_secret_basic, client_secret_post or none"),
+             "clientAuthentication: must be one of client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt, "
+                + "tls_client_auth, self_signed_tls_client_auth or none"),
         demo("clientAuthentication a number", #""clientAuthentication": 1"#, "clientAuthentication: must be a string, found a number"),
         demo("client_secret_basic without a secret", #""clientAuthentication": "client_secret_basic""#,
              "clientAuthentication: client_secret_basic needs a client secret"),

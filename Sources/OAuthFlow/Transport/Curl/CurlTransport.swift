@@ -54,6 +54,9 @@ public final class CurlTransport: HTTPTransport {
     /// default. Verification stays on either way. A CA directory libcurl was built with (Debian:
     /// `/etc/ssl/certs`) still applies; an unreadable file fails each HTTPS request with `.transport`.
     public let caFile: URL?
+    /// The client certificate and key presented to https servers that ask for one (mutual TLS,
+    /// RFC 8705; `CURLOPT_SSLCERT`/`CURLOPT_SSLKEY`); nil for none.
+    public let clientIdentity: ClientTLSIdentity?
 
     private let engine = Mutex<CurlEngine?>(nil)
 
@@ -64,9 +67,11 @@ public final class CurlTransport: HTTPTransport {
     ///   - connectTimeout: the deadline for connecting, in seconds; at most `timeout`.
     ///   - proxy: ``Proxy/environment`` by default.
     ///   - caFile: a PEM bundle of the CAs to trust instead of libcurl's default bundle (see ``caFile``).
+    ///   - clientIdentity: a client certificate and key for mutual TLS (see ``clientIdentity``).
     public init(
         maximumBodySize: Int = CurlTransport.defaultMaximumBodySize, timeout: TimeInterval = 30,
-        connectTimeout: TimeInterval = 10, proxy: Proxy = .environment, caFile: URL? = nil
+        connectTimeout: TimeInterval = 10, proxy: Proxy = .environment, caFile: URL? = nil,
+        clientIdentity: ClientTLSIdentity? = nil
     ) {
         self.maximumBodySize = max(0, maximumBodySize)
         let total = timeout.isFinite && timeout > 0 ? min(timeout, 86_400) : 30
@@ -74,6 +79,7 @@ public final class CurlTransport: HTTPTransport {
         self.connectTimeout = connectTimeout.isFinite && connectTimeout > 0 ? min(connectTimeout, total) : min(10, total)
         self.proxy = proxy
         self.caFile = caFile
+        self.clientIdentity = clientIdentity
     }
 
     deinit { engine.withLock { $0?.stop() } }
@@ -118,6 +124,7 @@ struct CurlSettings: Sendable {
     let connectTimeout: TimeInterval
     let proxy: CurlTransport.Proxy
     let caFile: URL?
+    let clientIdentity: ClientTLSIdentity?
 
     init(_ transport: CurlTransport) {
         maximumBodySize = transport.maximumBodySize
@@ -125,6 +132,7 @@ struct CurlSettings: Sendable {
         connectTimeout = transport.connectTimeout
         proxy = transport.proxy
         caFile = transport.caFile
+        clientIdentity = transport.clientIdentity
     }
 }
 
@@ -199,6 +207,12 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
         case .url(let url): easy.set(CURLOPT_PROXY, url.absoluteString)
         }
         if let caFile = settings.caFile { easy.set(CURLOPT_CAINFO, caFile.path) }
+        if let identity = settings.clientIdentity {
+            easy.set(CURLOPT_SSLCERT, identity.certificateFile)
+            easy.set(CURLOPT_SSLCERTTYPE, "PEM")
+            easy.set(CURLOPT_SSLKEY, identity.keyFile)
+            easy.set(CURLOPT_SSLKEYTYPE, "PEM")
+        }
         easy.set(CURLOPT_WRITEFUNCTION, callback: { buffer, size, count, context in
             guard let buffer, let context else { return 0 }
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
