@@ -76,7 +76,7 @@ enum TokenTarget {
             if attempts > 1 { invariant(Retrier.isTransient(answer), "a final answer was retried") }
         }
         do {
-            object = try await client.send(client.formRequest(url: provider.tokenURL!, fields: [("grant_type", "client_credentials")]),
+            object = try await client.post([("grant_type", "client_credentials")], to: provider.tokenURL!,
                                            endpoint: .token, retrying: .transient)
         } catch {
             checkShown(error)

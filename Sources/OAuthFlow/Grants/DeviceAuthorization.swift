@@ -17,7 +17,7 @@ enum DeviceAuthorizationGrant {
     static func requestCode(scopes: [String], client: EndpointClient, url: URL, now: Date) async throws(OAuthError) -> DeviceCode {
         var fields: [(String, String)] = []
         if !scopes.isEmpty { fields.append(("scope", scopes.joined(separator: " "))) }
-        let object = try await client.send(try await client.formRequest(url: url, fields: fields), endpoint: .deviceAuthorization)
+        let object = try await client.post(fields, to: url, endpoint: .deviceAuthorization)
         return try decode(object, provider: client.provider.id, scopes: scopes, now: now)
     }
 

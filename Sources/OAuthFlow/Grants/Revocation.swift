@@ -75,9 +75,8 @@ enum Revocation {
     /// One revocation request (RFC 7009 §2.1). A 200 with any body is success (§2.2);
     /// `unsupported_token_type` and other §5.2 errors are `.serverRejected` (§2.2.1).
     static func revoke(_ token: Secret, kind: TokenKind, url: URL, client: EndpointClient) async throws(OAuthError) {
-        let request = try await client.formRequest(url: url, fields: [("token", token.reveal()), ("token_type_hint", kind.rawValue)])
         do {
-            _ = try await client.send(request, endpoint: .revocation)
+            _ = try await client.post([("token", token.reveal()), ("token_type_hint", kind.rawValue)], to: url, endpoint: .revocation)
         } catch where error.code == .invalidResponse && error.httpStatus.map({ (200..<300).contains($0) }) == true {
             return  // RFC 7009 §2.2: the body of a 200 is not specified; an empty one is success.
         }

@@ -82,14 +82,17 @@ final class EndpointClient: Sendable {
         return response
     }
 
-    /// Sends `request` and returns the object of a 2xx body; maps every failure to ``OAuthError``.
+    /// POSTs `fields` as a form to `url` with the client's authentication, and returns the object
+    /// of a 2xx body; maps every failure to ``OAuthError``.
     ///
+    /// Every attempt (see `scope`) is a request made anew, with the client's authentication applied
+    /// again: a retry never resends a client assertion (each carries a fresh `jti`, RFC 7523 §3).
     /// A §5.2 body (JSON or form) is an error whatever the status (GitHub sends them with 200).
-    func send(
-        _ request: HTTPRequest, endpoint: OAuthError.Endpoint, retrying scope: RetryScope = .never
+    func post(
+        _ fields: [(String, String)], to url: URL, endpoint: OAuthError.Endpoint, retrying scope: RetryScope = .never
     ) async throws(OAuthError) -> JSONObject {
         let response = try await retry.run(scope, provider: provider, log: log) { () async throws(OAuthError) in
-            try await exchange(request, endpoint: endpoint)
+            try await exchange(try await formRequest(url: url, fields: fields), endpoint: endpoint)
         }
         let object = try Self.parseBody(response, endpoint: endpoint, provider: provider.id)
         if let object, let errorResponse = Self.errorResponse(in: object) {
@@ -210,7 +213,7 @@ final class EndpointClient: Sendable {
     func requestToken(
         _ fields: [(String, String)], url: URL, retrying scope: RetryScope = .never
     ) async throws(OAuthError) -> TokenResponse {
-        let object = try await send(try await formRequest(url: url, fields: fields), endpoint: .token, retrying: scope)
+        let object = try await post(fields, to: url, endpoint: .token, retrying: scope)
         return try TokenResponse(object)
     }
 }

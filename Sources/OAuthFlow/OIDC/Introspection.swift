@@ -122,7 +122,7 @@ enum Introspection {
     /// - Throws: ``OAuthError`` `.serverRejected` (§5.2 body, such as `invalid_client`),
     ///   `.httpStatus` (DOT answers 403 to an unauthenticated client), `.invalidResponse`, `.transport`.
     static func introspect(_ token: Secret, kind: TokenKind, url: URL, client: EndpointClient) async throws(OAuthError) -> TokenIntrospection {
-        let request = try await client.formRequest(url: url, fields: [("token", token.reveal()), ("token_type_hint", kind.rawValue)])
-        return try TokenIntrospection(await client.send(request, endpoint: .introspection))
+        let fields = [("token", token.reveal()), ("token_type_hint", kind.rawValue)]
+        return try TokenIntrospection(await client.post(fields, to: url, endpoint: .introspection))
     }
 }

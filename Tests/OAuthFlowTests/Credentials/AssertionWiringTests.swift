@@ -59,6 +59,26 @@ struct AssertionWiringTests {
         #expect(identifiers.count == 6)
     }
 
+    @Test("a retried token request carries a new assertion: a retry never resends a jti (RFC 7523 §3)", arguments: Method.allCases)
+    func retryGetsFreshAssertion(_ method: Method) async throws {
+        let files = try KeyFiles()
+        defer { files.remove() }
+        let mock = MockProvider()
+        mock.script(.token, [MockResponse(status: 503, body: Data("busy".utf8)), .token(access: "at-1")])
+        let flow = try await AuthFlow(providers: [try Self.provider(mock, method, files: files)], transport: mock.transport(),
+                                      options: options(TestClock()))
+        _ = try await flow.clientCredentials(provider: "app")
+
+        let sent = mock.requests(.token)
+        #expect(sent.count == 2)
+        let identifiers = try sent.map { request -> String in
+            let jws = try JWS(compact: try #require(request.form["client_assertion"]))
+            let claims = try #require(try JSONSerialization.jsonObject(with: Data(jws.payload)) as? [String: Any])
+            return try #require(claims["jti"] as? String)
+        }
+        #expect(Set(identifiers).count == 2, "the retry resent the first attempt's assertion")
+    }
+
     @Test("the endpoint client holds the assertion method, named without a value")
     func heldOnce() async throws {
         let files = try KeyFiles()
