@@ -11,7 +11,7 @@ import Testing
 @Suite("Loopback receiver", .timeLimit(.minutes(1)))
 struct LoopbackReceiverTests {
     /// Starts `receive` in a task; the handler records the URL and returns it (or throws `failure`).
-    private func start(_ receiver: LoopbackReceiver, timeout: Duration = .seconds(10), failure: OAuthError? = nil)
+    private func start(_ receiver: LoopbackReceiver, timeout: Duration = .seconds(60), failure: OAuthError? = nil)
         -> Task<Result<URL, OAuthError>, Never>
     {
         Task {
