@@ -50,7 +50,7 @@ struct DebugLogTests {
         // Browser grant through the loopback receiver, the "browser" being this test.
         server.script("/token", [.token("at-web-E5h", refresh: "rt-web-F4j")])
         let browser = try RunningBinary(arguments + ["login", "web", "--browser", "--json"], environment: debug)
-        let authorizing = try #require(await browser.waitForLine(containing: #""authorizing""#, timeout: .seconds(20)))
+        let authorizing = try #require(await browser.waitForLine(containing: #""authorizing""#, timeout: .seconds(60)))
         let line = record(authorizing)
         let authorizationURL = try #require((line["authorization_url"] as? String).flatMap(URL.init(string:)))
         let redirectURI = try #require((line["redirect_uri"] as? String).flatMap(URL.init(string:)))

@@ -39,14 +39,14 @@ struct SpawnTests {
         chmod(script.path, 0o700)
         #expect(Authflow.spawnDetached(script.path, ["https://login.example.com/authorize?a=b&c=d", "second"]))
         var text: String?
-        for _ in 0..<200 where text == nil {   // at most 10 s
+        for _ in 0..<1200 where text == nil {   // at most 60 s (generous for a busy machine; ends when the file appears)
             text = try? String(contentsOf: record, encoding: .utf8)
             if text == nil { try await Task.sleep(for: .milliseconds(50)) }
         }
         #expect(text == "https://login.example.com/authorize?a=b&c=d\nsecond\n/dev/null\n/dev/null\n")
         // Reaped: no child of this process named fake-xdg-open is left, zombie or not.
         var children = Self.children(named: "fake-xdg-open")
-        for _ in 0..<100 where !children.isEmpty {   // at most 5 s
+        for _ in 0..<600 where !children.isEmpty {   // at most 30 s (ends once it is reaped)
             try await Task.sleep(for: .milliseconds(50))
             children = Self.children(named: "fake-xdg-open")
         }

@@ -9,7 +9,8 @@ import Testing
 
 /// The hostile-server suite through the command line: each case runs one `authflow` command
 /// against a misbehaving loopback server (`HostileServer`) and states the exit code, the typed
-/// error named on stderr, a time bound, and that the entry stored before it is byte-identical
+/// error named on stderr, what ended it (the server's answer, or the total deadline for a server that
+/// never finishes; never a wall-clock bound, issue 21), and that the entry stored before it is byte-identical
 /// afterwards (removed after `logout`, which forgets tokens whatever the server says).
 ///
 /// Most cases run `Authflow.run(arguments:…)` in-process with a short-deadline transport; a subset
@@ -122,20 +123,24 @@ struct CLIRig {
     func remove() { try? FileManager.default.removeItem(at: directory) }
 
     /// Runs `authflow arguments` in-process through `transport`, on the rig's test clock.
-    func run(_ arguments: [String], transport: any HTTPTransport) async -> (status: ExitCode, stdout: String, stderr: String, elapsed: Duration) {
+    func run(_ arguments: [String], transport: any HTTPTransport) async -> (status: ExitCode, stdout: String, stderr: String) {
         let (output, stdout, stderr) = Output.capture()
         let services = Authflow.Services(transport: transport, clock: clock, now: { [clock] in clock.date }, openURL: { _ in },
                                          lockTimeout: .seconds(5))
-        let started = ContinuousClock.now
         let status = await Authflow.run(arguments: arguments, output: output, environment: environment, services: services)
-        return (status, stdout.text, stderr.text, ContinuousClock.now - started)
+        return (status, stdout.text, stderr.text)
     }
 
     /// Checks what every case promises: the exit code, the typed error on stderr, no secret and no
-    /// control character in the output, the time bound, the stored entry.
+    /// control character in the output, what ended the command, the stored entry.
+    ///
+    /// `atDeadline`: the command must end on the transport's total deadline (a server that never
+    /// finishes its answer), named on stderr; otherwise it must end on what the server did, never by
+    /// waiting a deadline out. This replaces a wall-clock bound, which a busy machine could exceed
+    /// (issue 21); a command that never ends is caught by the suite's time limit.
     static func check(
-        _ result: (status: ExitCode, stdout: String, stderr: String, elapsed: Duration), exit: ExitCode, code: OAuthError.Code?,
-        within bound: Duration, before: Data?, after: Data?, removed: Bool = false, sourceLocation: SourceLocation = #_sourceLocation
+        _ result: (status: ExitCode, stdout: String, stderr: String), exit: ExitCode, code: OAuthError.Code?,
+        atDeadline: Bool = false, before: Data?, after: Data?, removed: Bool = false, sourceLocation: SourceLocation = #_sourceLocation
     ) {
         #expect(result.status == exit, "\(result.stderr)", sourceLocation: sourceLocation)
         if let code {
@@ -147,7 +152,11 @@ struct CLIRig {
             #expect(!text.unicodeScalars.contains { $0 != "\n" && DisplayText.isUnsafe($0) }, "\(text.debugDescription)",
                     sourceLocation: sourceLocation)
         }
-        #expect(result.elapsed < bound, "took \(result.elapsed), bound \(bound)", sourceLocation: sourceLocation)
+        if atDeadline {
+            #expect(result.stderr.contains("within the total deadline (1 s)"), "\(result.stderr)", sourceLocation: sourceLocation)
+        } else {
+            #expect(!result.stderr.contains("total deadline"), "\(result.stderr)", sourceLocation: sourceLocation)
+        }
         if removed {
             #expect(after == nil, "logout did not forget the tokens", sourceLocation: sourceLocation)
         } else {
@@ -196,7 +205,6 @@ extension HostileCLITests {
             }
         }
 
-        var bound: Duration { isSlow ? .seconds(Double(command.attempts) * 1.0 + 20) : .seconds(25) }
     }
 
     static let cliModes: [HostileServer.Mode] = [
@@ -210,7 +218,7 @@ extension HostileCLITests {
             + urlSessionModes.map { TransportCase(command: command, mode: $0, transport: .urlSession) }
     }
 
-    @Test("a hostile server: the exit code, the typed error on stderr, bounded time, the stored entry intact",
+    @Test("a hostile server: the exit code, the typed error on stderr, what ended it, bounded attempts, the stored entry intact",
           arguments: CLISelection.selected(transportCases))
     func transportLevel(_ test: TransportCase) async throws {
         await HostileServer.flows.enter()
@@ -230,10 +238,12 @@ extension HostileCLITests {
         let result = await rig.run(test.command.arguments(server), transport: test.transport.make(timeout: test.isSlow ? 1 : 30))
 
         let expected = test.expected
-        CLIRig.check(result, exit: expected.exit, code: expected.code, within: test.bound, before: before, after: rig.storedBytes,
+        CLIRig.check(result, exit: expected.exit, code: expected.code, atDeadline: test.isSlow, before: before, after: rig.storedBytes,
                      removed: test.command == .logout)
         #expect(elsewhere.requests().isEmpty, "a request reached the redirect target")
-        #expect(!test.command.hostilePaths.flatMap { server.requests($0) }.isEmpty, "the hostile path was never asked")
+        let asked = test.command.hostilePaths.flatMap { server.requests($0) }.count
+        #expect(asked >= 1, "the hostile path was never asked")
+        #expect(asked <= test.command.attempts, "\(asked) requests: the command went on past its \(test.command.attempts) attempts")
         if test.command == .logout, expected.code != nil {
             #expect(result.stdout.contains("Forgot the tokens of hostile locally."), "\(result.stdout)")
         }
@@ -325,7 +335,7 @@ extension HostileCLITests {
 
         let result = await rig.run(test.command.arguments(server), transport: CLITransport.curl.make(timeout: 30))
 
-        CLIRig.check(result, exit: test.exit, code: test.code, within: .seconds(25), before: before, after: rig.storedBytes,
+        CLIRig.check(result, exit: test.exit, code: test.code, before: before, after: rig.storedBytes,
                      removed: test.command == .logout)
     }
 
@@ -346,7 +356,7 @@ extension HostileCLITests {
 
         let result = await rig.run(["login", CLIRig.provider, "--device"], transport: CLITransport.curl.make(timeout: 30))
 
-        CLIRig.check(result, exit: .denied, code: .expired, within: .seconds(25), before: before, after: rig.storedBytes)
+        CLIRig.check(result, exit: .denied, code: .expired, before: before, after: rig.storedBytes)
         #expect(rig.clock.sleeps.reduce(.zero, +) == .seconds(expiresIn), "\(rig.clock.sleeps)")
     }
 }
@@ -390,7 +400,7 @@ extension HostileCLITests {
         #expect(line["logged_in"] as? Bool == false)
         #expect((line["error"] as? String)?.contains("corrupted") == true, "\(line)")
         #expect(json.status == .denied)
-        CLIRig.check(token, exit: .dataError, code: .storage, within: .seconds(25), before: before, after: rig.storedBytes)
+        CLIRig.check(token, exit: .dataError, code: .storage, before: before, after: rig.storedBytes)
         #expect(token.stdout.isEmpty)
         #expect(server.requests().isEmpty, "nothing is sent for an entry that cannot be read")
     }
@@ -455,9 +465,9 @@ extension HostileCLITests {
         defer { rig.remove() }
         let before = rig.storedBytes
         // The binary runs on the wall clock: its stored entry must be relative to now, which the rig's clock started at.
-        let started = ContinuousClock.now
-        let run = try await runBinary(test.command.arguments(server), environment: rig.environment, timeout: .seconds(60))
-        let elapsed = ContinuousClock.now - started
+        // A generous kill deadline (it ends as soon as the binary exits): a binary that never ends is
+        // killed and fails on its status, whatever the machine's load.
+        let run = try await runBinary(test.command.arguments(server), environment: rig.environment, timeout: .seconds(120))
 
         #expect(run.status == test.exit, "\(run.stderr)")
         if let code = test.code { #expect(run.stderr.contains("[\(code)]"), "\(run.stderr)") }
@@ -465,7 +475,8 @@ extension HostileCLITests {
             for secret in CLIRig.secrets { #expect(!text.contains(secret), "\(secret) in \(text)") }
             #expect(!text.unicodeScalars.contains { $0 != "\n" && DisplayText.isUnsafe($0) }, "\(text.debugDescription)")
         }
-        #expect(elapsed < .seconds(30), "took \(elapsed)")
+        // Ended on the server's answer, not by waiting out the binary's 30 s total deadline.
+        #expect(!run.stderr.contains("total deadline"), "\(run.stderr)")
         #expect(rig.storedBytes == before, "the stored entry changed")
     }
 
@@ -481,7 +492,7 @@ extension HostileCLITests {
         defer { rig.remove() }
         let before = rig.storedBytes
 
-        let run = try await runBinary(["status", CLIRig.provider], environment: rig.environment, timeout: .seconds(60))
+        let run = try await runBinary(["status", CLIRig.provider], environment: rig.environment, timeout: .seconds(120))
 
         #expect(run.status == 77, "\(run.stdout)\(run.stderr)")
         #expect(run.stdout.contains("unreadable") && run.stdout.contains("corrupted"), "\(run.stdout)")

@@ -8,10 +8,10 @@ import TestSupport
 import Testing
 
 /// `LoopbackReceiver` (RFC 8252 §7.3) with scripted HTTP requests over real loopback sockets.
-@Suite("Loopback receiver")
+@Suite("Loopback receiver", .timeLimit(.minutes(1)))
 struct LoopbackReceiverTests {
     /// Starts `receive` in a task; the handler records the URL and returns it (or throws `failure`).
-    private func start(_ receiver: LoopbackReceiver, timeout: Duration = .seconds(10), failure: OAuthError? = nil)
+    private func start(_ receiver: LoopbackReceiver, timeout: Duration = .seconds(60), failure: OAuthError? = nil)
         -> Task<Result<URL, OAuthError>, Never>
     {
         Task {
@@ -129,26 +129,25 @@ struct LoopbackReceiverTests {
     @Test("no callback in time: .timedOut")
     func timeout() async throws {
         let receiver = try LoopbackReceiver()
-        let started = ContinuousClock.now
         guard case .failure(let error) = await start(receiver, timeout: .milliseconds(300)).value else {
             Issue.record("expected a timeout")
             return
         }
+        // No wall-clock bound (issue 21): the code says the wait's own timeout ended it; a wait that
+        // never ends is caught by the suite's time limit.
         #expect(error.code == .timedOut)
-        // A bound, not a timing: far below "never", far above a loaded 2-core CI machine's scheduling delays.
-        #expect(ContinuousClock.now - started < .seconds(20))
     }
 
     @Test("cancelling the waiting task ends the wait promptly with .cancelled and stops listening")
     func cancellation() async throws {
         let receiver = try LoopbackReceiver()
-        let task = start(receiver, timeout: .seconds(60))
+        // A wait far beyond the suite's time limit: a missed cancellation fails there (and would end in
+        // .timedOut, not .cancelled), with no wall-clock bound that a busy machine could exceed (issue 21).
+        let task = start(receiver, timeout: .seconds(600))
         try await Task.sleep(for: .milliseconds(100))
-        let cancelled = ContinuousClock.now
         task.cancel()
         guard case .failure(let error) = await task.value else { Issue.record("expected cancellation"); return }
         #expect(error.code == .cancelled)
-        #expect(ContinuousClock.now - cancelled < .seconds(20))   // well inside the 60 s wait it cancels
         await #expect(throws: (any Error).self) { try await httpGET(url(receiver, "/callback?code=late")) }
     }
 

@@ -131,7 +131,7 @@ struct RunTests {
         let services = h.services(clock: ContinuousClock())
         let environment = h.environment
         let task = Task { await Authflow.run(arguments: ["login", "gh", "--device"], output: output, environment: environment, services: services) }
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while !stdout.text.contains("enter the code"), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         try await Task.sleep(for: .milliseconds(300))
         let pollsBefore = h.mock.requests(.token).count

@@ -62,7 +62,7 @@ extension FleetStoreTests {
         let clock = ManualClock()
         let flow = try await AuthFlow(providers: [fleetProvider(id, tokenURL: "\(server.baseURL)/token")], store: reader,
                                       options: .init(clock: clock, proactiveRefresh: true))
-        #expect(await eventually(.seconds(10)) { clock.pending == 1 })  // the restored login's renewal
+        #expect(await eventually(.seconds(30)) { clock.pending == 1 })  // the restored login's renewal
         #expect(await eventually(.seconds(30)) { reader.listenCount >= 1 })
 
         try await writer.delete(id)
@@ -143,9 +143,10 @@ extension FleetStoreTests {
         let key = try TestKey()
         let busy = uniqueID("pool")
         let wanted = uniqueID("wanted")
-        // One connection: a waiter first waits for the pool (4 s), then for the lock another process holds.
+        // One connection: a waiter first waits for the pool (9 s), then for the lock another process holds.
+        // One deadline ends the whole wait at 10 s; a deadline each would take 9 + 10 = 19 s.
         let store = try PostgresSecretStore(connection: cluster.uri, encryption: key.encryption,
-                                            options: .init(lockTimeout: .seconds(6), maximumConnections: 1))
+                                            options: .init(lockTimeout: .seconds(10), maximumConnections: 1))
         let holder = try PostgresSecretStore(connection: cluster.uri, encryption: key.encryption)
         let (held, heldContinuation) = AsyncStream.makeStream(of: Void.self)
         let (release, releaseContinuation) = AsyncStream.makeStream(of: Void.self)
@@ -156,10 +157,16 @@ extension FleetStoreTests {
             }
         }
         for await _ in held { break }
+        // The waiter starts once the pool's only connection is leased (a signal, not a sleep: on a busy
+        // machine the lease may come late).
+        let (leased, leasedContinuation) = AsyncStream.makeStream(of: Void.self)
         let poolBusy = Task {
-            try await store.withExclusiveAccess(to: busy) { () async throws(OAuthError) in try? await Task.sleep(for: .seconds(4)) }
+            try await store.withExclusiveAccess(to: busy) { () async throws(OAuthError) in
+                leasedContinuation.yield()
+                try? await Task.sleep(for: .seconds(9))
+            }
         }
-        try await Task.sleep(for: .milliseconds(200))
+        for await _ in leased { break }
 
         let start = ContinuousClock.now
         let error = await #expect(throws: OAuthError.self) {
@@ -171,8 +178,11 @@ extension FleetStoreTests {
         try await poolBusy.value
 
         #expect(error?.code == .timedOut)
-        // About 6 s in all; separate waits would take 4 s for the pool plus 6 s for the lock.
-        #expect(elapsed >= .seconds(4) && elapsed < .seconds(9), "\(elapsed)")
+        // 10 s in all; separate waits would take 9 s for the pool plus 10 s for the lock. The lower bound
+        // is the pool's lease (a busy machine only makes it longer). The upper bound is relative to what
+        // it tells apart: 6 s above the one deadline for the few round trips after the pool frees, 3 s
+        // below the 19 s of two deadlines (issue 21: no bound close to the time it bounds).
+        #expect(elapsed >= .seconds(9) && elapsed < .seconds(16), "\(elapsed)")
     }
 
     @Test("Cancelling the task ends a wait for the pool and a wait for another process's lock, with .cancelled")
@@ -196,10 +206,8 @@ extension FleetStoreTests {
         for await _ in leased { break }
         let poolWaiter = Task { await outcome { () async throws(OAuthError) in try await store.withExclusiveAccess(to: id) { () async throws(OAuthError) in } } }
         try await Task.sleep(for: .milliseconds(300))
-        let poolStart = ContinuousClock.now
         poolWaiter.cancel()
         let poolResult = await poolWaiter.value
-        let poolElapsed = ContinuousClock.now - poolStart
         releaseContinuation.yield()
         try await leasing.value
 
@@ -218,20 +226,19 @@ extension FleetStoreTests {
             (try? await cluster.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")) == "1"
         }
         #expect(waiting)
-        let lockStart = ContinuousClock.now
         lockWaiter.cancel()
         let lockResult = await lockWaiter.value
-        let lockElapsed = ContinuousClock.now - lockStart
         unlockContinuation.yield()
         try await holding.value
 
-        for (result, elapsed) in [(poolResult, poolElapsed), (lockResult, lockElapsed)] {
+        // No wall-clock bound (issue 21): the lease and the lock are released only after the waits end,
+        // so a missed cancellation waits out the 60 s lock timeout and ends in .timedOut, not .cancelled.
+        for result in [poolResult, lockResult] {
             guard let error = result else {
                 Issue.record("a cancelled wait succeeded")
                 continue
             }
             #expect(error.code == .cancelled, "\(error)")
-            #expect(elapsed < .seconds(10), "\(elapsed)")  // against a 60 s lock timeout
         }
         // The store works afterwards (the cancelled lock wait's connection was dropped, not reused).
         #expect(try await store.withExclusiveAccess(to: id) { () async throws(OAuthError) in 5 } == 5)

@@ -78,7 +78,7 @@ public final class RunningBinary: Sendable {
     public var pid: Int32 { process.processIdentifier }
 
     /// Waits until stdout has a line containing `text`; nil after `timeout`.
-    public func waitForLine(containing text: String, timeout: Duration = .seconds(10)) async -> String? {
+    public func waitForLine(containing text: String, timeout: Duration = .seconds(60)) async -> String? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let line = stdout.split(separator: "\n").first(where: { $0.contains(text) }) { return String(line) }
@@ -91,7 +91,7 @@ public final class RunningBinary: Sendable {
     public func interrupt() { kill(process.processIdentifier, SIGINT) }
 
     /// Waits for the exit (killing the process after `timeout`) and for its output to be read.
-    public func wait(timeout: Duration = .seconds(30)) async -> Int32 {
+    public func wait(timeout: Duration = .seconds(60)) async -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
         if process.isRunning {
@@ -100,14 +100,14 @@ public final class RunningBinary: Sendable {
             return -1
         }
         process.waitUntilExit()
-        let drained = ContinuousClock.now + .seconds(5)
+        let drained = ContinuousClock.now + .seconds(30)
         while done.withLock({ $0 }) < 2, ContinuousClock.now < drained { try? await Task.sleep(for: .milliseconds(5)) }
         return process.terminationStatus
     }
 }
 
 /// Runs the binary to completion.
-public func runBinary(_ arguments: [String], environment: [String: String], timeout: Duration = .seconds(30)) async throws
+public func runBinary(_ arguments: [String], environment: [String: String], timeout: Duration = .seconds(60)) async throws
     -> (status: Int32, stdout: String, stderr: String)
 {
     let running = try RunningBinary(arguments, environment: environment)

@@ -235,7 +235,7 @@ struct TimedOut: Error, CustomStringConvertible {
 
 /// Polls `condition` every 25 ms until it holds or `timeout` passes.
 func waitUntil(
-    _ what: String, timeout: Duration = .seconds(15), _ condition: @Sendable () async throws -> Bool
+    _ what: String, timeout: Duration = .seconds(60), _ condition: @Sendable () async throws -> Bool
 ) async throws {
     let deadline = ContinuousClock.now.advanced(by: timeout)
     while try await !condition() {

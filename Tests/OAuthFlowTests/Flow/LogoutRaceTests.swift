@@ -394,7 +394,7 @@ final class RaceCounter: Sendable {
     }
 
     @discardableResult
-    func reach(_ target: Int, limit: Duration = .seconds(20)) async -> Bool {
+    func reach(_ target: Int, limit: Duration = .seconds(30)) async -> Bool {
         let id = inner.withLock { inner -> UInt64 in
             inner.nextID += 1
             return inner.nextID
@@ -541,9 +541,9 @@ func raceOpenDescriptors(to file: URL) -> Int {
     return entries.filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)")) == file.path }.count
 }
 
-/// Polls `condition` every 5 ms for at most 20 s; true once it holds.
+/// Polls `condition` every 5 ms for at most 30 s (generous for a busy machine); true once it holds.
 func raceEventually(_ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .seconds(20)
+    let deadline = ContinuousClock.now + .seconds(30)
     while ContinuousClock.now < deadline {
         if condition() { return true }
         try? await Task.sleep(for: .milliseconds(5))
@@ -551,10 +551,10 @@ func raceEventually(_ condition: () -> Bool) async -> Bool {
     return condition()
 }
 
-/// What the recorders saw; a recorder still waiting after 20 s is cancelled, so a missing state fails the test instead of hanging it.
+/// What the recorders saw; a recorder still waiting after 30 s is cancelled, so a missing state fails the test instead of hanging it.
 func raceCollected(_ recorders: [Task<[State], Never>]) async -> [[State]] {
     let timer = Task {
-        try? await Task.sleep(for: .seconds(20))
+        try? await Task.sleep(for: .seconds(30))
         for recorder in recorders { recorder.cancel() }
     }
     defer { timer.cancel() }

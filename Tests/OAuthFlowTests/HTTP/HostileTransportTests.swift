@@ -51,8 +51,11 @@ struct HostileTransportTests {
         #expect(error?.code == .transport)
         #expect(error?.isRetryable == true)
         #expect(error?.message?.contains("total deadline (1 s)") == true, "\(String(describing: error?.message))")
+        // A lower bound only (a busy machine makes it longer, never shorter). No upper wall-clock bound
+        // (issue 21): the message names the 1 s deadline, and the server holds the connection 30 s and
+        // then closes it, which would end the request in another error; a transport that never gives up
+        // is caught by the suite's time limit.
         #expect(elapsed >= .milliseconds(900), "ended before the deadline: \(elapsed)")
-        #expect(elapsed < .seconds(20), "took \(elapsed) with a 1 s deadline")
     }
 
     @Test("a never-answering token endpoint through a flow: an attempt longer than the retry time is not retried",
@@ -67,14 +70,15 @@ struct HostileTransportTests {
         let provider = Provider(id: "svc", tokenURL: URL(string: server.baseURL + "/token")!, clientID: "c", clientSecret: Secret("s"))
         let flow = try await AuthFlow(providers: [provider], transport: kind.make(timeout: 1),
                                       options: AuthFlow.Options(retry: RetryPolicy(maximumTotalTime: .milliseconds(900))))
-        let started = ContinuousClock.now
 
         let error = await #expect(throws: OAuthError.self) { try await flow.clientCredentials(provider: "svc") }
 
+        // No wall-clock bound (issue 21): the error is the 1 s deadline's, and one request was sent, so
+        // no retry was started; a flow that never ends is caught by the suite's time limit.
         #expect(error?.code == .transport)
         #expect(error?.endpoint == .token)
+        #expect(error?.message?.contains("total deadline (1 s)") == true, "\(String(describing: error?.message))")
         #expect(server.requests("/token").count == 1)
-        #expect(ContinuousClock.now - started < .seconds(20))
     }
 
     @Test("a server trickling a byte every 200 ms cannot extend the total deadline", arguments: TransportKind.allCases,
@@ -85,15 +89,23 @@ struct HostileTransportTests {
         let server = try HostileServer()
         defer { server.stop() }
         let body = #"{"access_token":""# + String(repeating: "a", count: 200) + #"","token_type":"Bearer"}"#
-        server.script("/token", HostileServer.behaviour(headers ? .trickleHeaders : .trickleBody, good: body))
-        let started = ContinuousClock.now
+        let behaviour = HostileServer.behaviour(headers ? .trickleHeaders : .trickleBody, good: body)
+        server.script("/token", behaviour)
+        let answer = behaviour.steps.reduce(0) { total, step in
+            switch step {
+            case .write(let bytes), .trickle(let bytes, _): total + bytes.count
+            default: total
+            }
+        }
 
         let error = await #expect(throws: OAuthError.self) { try await kind.make(timeout: 1.5).send(Self.get(server.baseURL)) }
 
-        let elapsed = ContinuousClock.now - started
         #expect(error?.code == .transport)
         #expect(error?.message?.contains("total deadline (1.5 s)") == true, "\(String(describing: error?.message))")
-        #expect(elapsed < .seconds(20), "took \(elapsed) with a 1.5 s deadline; the trickle alone lasts 50 s")
+        // What the server saw instead of a wall-clock bound (issue 21): the caller was answered while the
+        // trickle was still going, short of its last byte. At a byte every 200 ms the trickle lasts 19 s
+        // (96 header bytes) or 48 s (241 body bytes), 13 to 32 times the deadline.
+        #expect(server.bytesWritten < answer, "\(server.bytesWritten) of \(answer) bytes were sent before the error")
     }
 
     @Test("an endless body stops at the limit without being read to the end", arguments: TransportKind.allCases,
@@ -105,17 +117,16 @@ struct HostileTransportTests {
         defer { server.stop() }
         // 1 GiB for curl, which stops reading at the limit; 64 MiB for URLSession, which reads ahead.
         server.script("/token", HostileServer.behaviour(mode, good: "{}", endless: kind == .curl ? 1 << 30 : 64 << 20))
-        let started = ContinuousClock.now
 
         let error = await #expect(throws: OAuthError.self) {
             try await kind.make(maximumBodySize: 1 << 20, timeout: 20).send(Self.get(server.baseURL))
         }
 
-        let elapsed = ContinuousClock.now - started
+        // No wall-clock bound (issue 21): the error is the size limit's, not the 20 s deadline's, so the
+        // body was cut before the deadline; below, libcurl is shown not to read it to the end.
         #expect(error?.code == .invalidResponse)
         #expect(error?.httpStatus == 200)
         #expect(error?.message?.contains("exceeds 1048576 bytes") == true, "\(String(describing: error?.message))")
-        #expect(elapsed < .seconds(15), "took \(elapsed): the 1 GiB body was read instead of cut at 1 MiB")
         if kind == .curl {
             // libcurl stops reading at the limit. swift-corelibs-foundation hands data to the delegate
             // asynchronously and without back-pressure, so on loopback it may have read far more by

@@ -176,8 +176,7 @@ extension HostileServerTests {
 
         let run = try await Hostile.run(test.target, server: server, transport: Hostile.transport(.curl, timeout: Hostile.longDeadline))
 
-        Hostile.check(run, code: test.code, endpoint: test.target.endpoint, recovery: .fixConfiguration, status: test.status,
-                      within: Hostile.fastBound, stored: .unchanged)
+        Hostile.check(run, code: test.code, endpoint: test.target.endpoint, recovery: .fixConfiguration, status: test.status, stored: .unchanged)
         if let word = test.mentions {
             #expect(run.error?.message?.contains(word) == true, "\(String(describing: run.error?.message))")
         }
@@ -197,7 +196,7 @@ extension HostileServerTests {
         let run = try await Hostile.run(test.target, server: server, transport: Hostile.transport(.curl, timeout: Hostile.longDeadline))
 
         let endpoint = test.code == .idTokenRejected ? OAuthError.Endpoint.token : test.target.endpoint
-        Hostile.check(run, code: test.code, endpoint: endpoint, within: Hostile.fastBound, stored: .unchanged)
+        Hostile.check(run, code: test.code, endpoint: endpoint, stored: .unchanged)
     }
 }
 
@@ -241,7 +240,7 @@ extension HostileServerTests {
         let run = try await Hostile.run(.devicePolling, server: server, transport: Hostile.transport(.curl, timeout: Hostile.longDeadline),
                                         clock: clock)
 
-        Hostile.check(run, code: test.code, endpoint: .token, within: Hostile.fastBound, stored: .unchanged)
+        Hostile.check(run, code: test.code, endpoint: .token, stored: .unchanged)
         let slept = run.sleeps.reduce(Duration.zero, +)
         #expect(slept <= .seconds(test.expiresIn), "slept \(slept) of a \(test.expiresIn) s code")
         if test.code == .expired {

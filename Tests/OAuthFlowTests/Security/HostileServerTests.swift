@@ -11,7 +11,8 @@ import Testing
 /// misbehaves on purpose (`HostileServer`), through both shipped transports.
 ///
 /// Each case names the endpoint, the behaviour, the typed error it must end in (code, endpoint,
-/// recovery), a bound on the time it may take, and what becomes of the entry stored before it ran:
+/// recovery), what ended it (the server's answer, or the total deadline only where nothing else
+/// can; no wall-clock bound, issue 21), and what becomes of the entry stored before it ran:
 /// byte-identical on disk (a `FileSecretStore` file), except after a revocation, which forgets the
 /// tokens locally by design (RFC 7009). The exit codes the CLI gives the same failures are in
 /// `HostileCLITests`.
@@ -95,7 +96,6 @@ enum StoredOutcome: String, Sendable {
 /// One run's result.
 struct HostileRun: Sendable {
     var error: OAuthError?
-    var elapsed: Duration
     var before: Data
     var after: Data?
     var requests: [HostileServer.Request]
@@ -113,10 +113,6 @@ enum Hostile {
     /// must end by their own means, long before it).
     static let shortDeadline: TimeInterval = 1
     static let longDeadline: TimeInterval = 30
-    /// The bound for cases that must end by their own means: far below the 30 s deadline they run
-    /// under, generous for a loaded machine.
-    static let fastBound: Duration = .seconds(25)
-
 
     /// The transports, each with `timeout` as its total deadline and no proxy.
     static func transport(_ kind: TransportKind, timeout: TimeInterval) -> any HTTPTransport {
@@ -208,7 +204,6 @@ enum Hostile {
         options.retry = retry
         let flow = try await AuthFlow(providers: [providerConfig], store: store, transport: transport, options: options)
 
-        let started = ContinuousClock.now
         var failure: OAuthError?
         do throws(OAuthError) {
             switch target {
@@ -234,10 +229,9 @@ enum Hostile {
         } catch {
             failure = error
         }
-        let elapsed = ContinuousClock.now - started
         let after = FileManager.default.fileExists(atPath: file.path) ? try Data(contentsOf: file) : nil
         let requests = target.hostilePaths.flatMap { server.requests($0) }
-        return HostileRun(error: failure, elapsed: elapsed, before: before, after: after, requests: requests,
+        return HostileRun(error: failure, before: before, after: after, requests: requests,
                           elsewhere: elsewhere?.requests() ?? [], sleeps: clock.sleeps)
     }
 
@@ -251,10 +245,15 @@ enum Hostile {
     static let secrets = [accessToken, refreshToken, clientSecret, "new-at", "new-rt", "dc-1"]
 
     /// Checks what every case promises about `run`: the code and endpoint, the recovery, no secret
-    /// in any rendering of the error, the time bound, and the stored entry.
+    /// in any rendering of the error, what ended the call, and the stored entry.
+    ///
+    /// `atDeadline`: the call must end on the transport's total deadline (a server that never finishes
+    /// its answer), as its error says; otherwise it must end on what the server did, never by waiting a
+    /// deadline out. This replaces a wall-clock bound, which a busy machine could exceed (issue 21); a
+    /// call that never ends is caught by the suite's time limit, and the callers count the requests sent.
     static func check(
         _ run: HostileRun, code: OAuthError.Code?, endpoint: OAuthError.Endpoint, recovery: OAuthError.Recovery? = nil,
-        status: Int? = nil, within bound: Duration, stored: StoredOutcome, sourceLocation: SourceLocation = #_sourceLocation
+        status: Int? = nil, atDeadline: Bool = false, stored: StoredOutcome, sourceLocation: SourceLocation = #_sourceLocation
     ) {
         if let code {
             #expect(run.error?.code == code, "\(String(describing: run.error))", sourceLocation: sourceLocation)
@@ -274,7 +273,12 @@ enum Hostile {
                         sourceLocation: sourceLocation)
             }
         }
-        #expect(run.elapsed < bound, "took \(run.elapsed), bound \(bound)", sourceLocation: sourceLocation)
+        if atDeadline {
+            #expect(run.error?.message?.contains("within the total deadline (1 s)") == true, "\(String(describing: run.error))",
+                    sourceLocation: sourceLocation)
+        } else {
+            #expect(run.error?.message?.contains("total deadline") != true, "\(String(describing: run.error))", sourceLocation: sourceLocation)
+        }
         switch stored {
         case .unchanged: #expect(run.after == run.before, "the stored entry changed", sourceLocation: sourceLocation)
         case .removed: #expect(run.after == nil, "the entry was not forgotten", sourceLocation: sourceLocation)
@@ -321,11 +325,6 @@ extension HostileServerTests {
             }
         }
 
-        /// How long it may take: the attempts times the deadline for the slow modes, plus a
-        /// generous margin for a loaded machine (the bug this guards against took 60 s or for ever).
-        var bound: Duration {
-            isSlow ? .seconds(Double(target.attempts) * Hostile.shortDeadline + 20) : Hostile.fastBound
-        }
     }
 
     /// The modes run against every endpoint; the rest run against the token endpoint, where the
@@ -342,7 +341,7 @@ extension HostileServerTests {
             }
     }
 
-    @Test("a hostile transport-level answer ends in its typed error, in bounded time, with the stored entry intact",
+    @Test("a hostile transport-level answer ends in its typed error, by the deadline only when nothing else ends it, with the stored entry intact",
           arguments: Hostile.selected(transportCases))
     func transportLevel(_ test: TransportCase) async throws {
         await HostileServer.flows.enter()
@@ -361,7 +360,7 @@ extension HostileServerTests {
 
         let expected = test.expected
         Hostile.check(run, code: expected.code, endpoint: test.target.endpoint, recovery: expected.recovery, status: expected.status,
-                      within: test.bound, stored: test.target == .revocation ? .removed : .unchanged)
+                      atDeadline: test.isSlow, stored: test.target == .revocation ? .removed : .unchanged)
         #expect(!run.requests.isEmpty, "the hostile path was never asked")
         #expect(run.requests.count <= test.target.attempts * test.target.hostilePaths.count)
         if !test.isSlow {

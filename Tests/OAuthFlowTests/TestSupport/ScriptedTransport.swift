@@ -146,9 +146,10 @@ final class Gate: Sendable {
     }
 }
 
-/// Polls `condition` every 5 ms of real time, at most 2,000 times (10 s); returns whether it held.
+/// Polls `condition` every 5 ms of real time, at most 6,000 times (30 s or more: generous for a busy
+/// machine, and it ends as soon as the condition holds); returns whether it held.
 func waitUntil(_ condition: () -> Bool) async -> Bool {
-    for _ in 0..<2000 {
+    for _ in 0..<6000 {
         if condition() { return true }
         try? await Task.sleep(for: .milliseconds(5))
     }

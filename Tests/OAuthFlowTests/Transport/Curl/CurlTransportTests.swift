@@ -21,9 +21,9 @@ struct CurlTransportTests {
         HTTPRequest(method: "GET", url: URL(string: base + path)!, headers: [("Authorization", "Bearer at-secret")])
     }
 
-    /// Waits (at most 5 s, in 10 ms steps) until `condition` holds; returns whether it did.
+    /// Waits (at most 3,000 steps of 10 ms: 30 s or more, for a busy machine) until `condition` holds; returns whether it did.
     private func eventually(_ condition: () -> Bool) async -> Bool {
-        for _ in 0..<500 {
+        for _ in 0..<3000 {
             if condition() { return true }
             try? await Task.sleep(for: .milliseconds(10))
         }
