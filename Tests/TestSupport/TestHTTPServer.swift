@@ -99,7 +99,8 @@ public final class TestHTTPServer: Sendable {
     public let port: UInt16
 
     /// Binds 127.0.0.1 on an ephemeral port and starts serving.
-    /// - Parameter keepAlive: serve requests on a connection until the client closes it (or is idle 60 s)
+    /// - Parameter keepAlive: serve requests on a connection until the client closes it, another
+    ///   connection is waiting while it is idle, or it is idle 60 s
     ///   instead of answering `Connection: close`.
     public init(keepAlive: Bool = false) throws {
         self.keepAlive = keepAlive
@@ -147,12 +148,16 @@ public final class TestHTTPServer: Sendable {
         }
     }
 
-    /// Waits until `fd` has something to read (or was closed); false when the server was stopped or
-    /// 60 s passed. Polls in 100 ms slices, so ``stop()`` is noticed promptly.
+    /// Waits until `fd` has something to read (or was closed); false when the server was stopped, a
+    /// new connection is waiting (this server serves one at a time, so an idle one gives way, as a
+    /// busy server closes idle keep-alive connections), or 60 s passed. Polls in 100 ms slices, so
+    /// ``stop()`` is noticed promptly.
     private func waitReadable(_ fd: Int32) -> Bool {
         for _ in 0..<600 where !stopped.withLock({ $0 }) {
-            var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            if poll(&ready, 1, 100) != 0 { return true }
+            var ready = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: listener, events: Int16(POLLIN), revents: 0)]
+            guard poll(&ready, 2, 100) > 0 else { continue }
+            if ready[0].revents != 0 { return true }
+            if ready[1].revents != 0 { return false }
         }
         return false
     }
