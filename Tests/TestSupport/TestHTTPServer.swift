@@ -99,8 +99,7 @@ public final class TestHTTPServer: Sendable {
     public let port: UInt16
 
     /// Binds 127.0.0.1 on an ephemeral port and starts serving.
-    /// - Parameter keepAlive: serve requests on a connection until the client closes it, another
-    ///   connection is waiting while it is idle, or it is idle 60 s
+    /// - Parameter keepAlive: serve requests on a connection until the client closes it (or is idle 5 s)
     ///   instead of answering `Connection: close`.
     public init(keepAlive: Bool = false) throws {
         self.keepAlive = keepAlive
@@ -148,27 +147,9 @@ public final class TestHTTPServer: Sendable {
         }
     }
 
-    /// Waits until `fd` has something to read (or was closed); false when the server was stopped, a
-    /// new connection is waiting (this server serves one at a time, so an idle one gives way, as a
-    /// busy server closes idle keep-alive connections), or 60 s passed. Polls in 100 ms slices, so
-    /// ``stop()`` is noticed promptly.
-    private func waitReadable(_ fd: Int32) -> Bool {
-        for _ in 0..<600 where !stopped.withLock({ $0 }) {
-            var ready = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: listener, events: Int16(POLLIN), revents: 0)]
-            guard poll(&ready, 2, 100) > 0 else { continue }
-            if ready[0].revents != 0 { return true }
-            if ready[1].revents != 0 { return false }
-        }
-        return false
-    }
-
     /// Serves one request; false when the connection must close.
     private func handle(_ fd: Int32) -> Bool {
-        // A kept-alive connection waits for the client's next request as long as the server runs
-        // (60 s at most): a busy machine may delay the next request by seconds, and closing the
-        // connection then would make a keep-alive test see two connections where there is one.
-        guard waitReadable(fd) else { return false }
-        var limit = timeval(tv_sec: 60, tv_usec: 0)
+        var limit = timeval(tv_sec: 5, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         var data = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 4096)
