@@ -32,15 +32,7 @@ struct AssertionWiringTests {
         let mock = MockProvider()
         let flow = try await AuthFlow(providers: [try Self.provider(mock, method, files: files)], transport: mock.transport(),
                                       options: options(TestClock()))
-        _ = try await authorizeByDevice(flow, mock: mock, provider: "app")
-        mock.script(.token, [.token(access: "at-2", refresh: "rt-2")])
-        _ = try await flow.refresh(provider: "app")
-        mock.script(.introspection, [.json(#"{"active":true}"#)])
-        _ = try await flow.introspect(provider: "app")
-        mock.script(.revocation, [.json("{}"), .json("{}")])
-        _ = try await flow.revoke(provider: "app")
-
-        let sent = mock.requests(.deviceAuthorization) + mock.requests(.token) + mock.requests(.introspection) + mock.requests(.revocation)
+        let sent = try await requestEveryAuthenticatingEndpoint(flow, mock: mock, provider: "app")
         #expect(sent.count == 6)
         var identifiers = Set<String>()
         for request in sent {

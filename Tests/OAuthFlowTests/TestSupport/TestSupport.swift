@@ -102,6 +102,20 @@ func authorizeByDevice(
     return try await flow.authorizeWithDeviceCode(provider: provider)
 }
 
+/// Sends one request to every endpoint that authenticates the client — device authorization and
+/// the token endpoint (a device login), the token endpoint again (a refresh), introspection and
+/// revocation (refresh and access token) — and returns those six requests in that order.
+func requestEveryAuthenticatingEndpoint(_ flow: AuthFlow, mock: MockProvider, provider: String) async throws -> [RecordedRequest] {
+    _ = try await authorizeByDevice(flow, mock: mock, provider: provider)
+    mock.script(.token, [.token(access: "at-2", refresh: "rt-2")])
+    _ = try await flow.refresh(provider: provider)
+    mock.script(.introspection, [.json(#"{"active":true}"#)])
+    _ = try await flow.introspect(provider: provider)
+    mock.script(.revocation, [.json("{}"), .json("{}")])
+    _ = try await flow.revoke(provider: provider)
+    return mock.requests(.deviceAuthorization) + mock.requests(.token) + mock.requests(.introspection) + mock.requests(.revocation)
+}
+
 /// The base64url alphabet (RFC 4648 §5).
 let base64URLAlphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 
