@@ -99,8 +99,8 @@ struct CurlTransportTests {
 
         // Each new name and port is resolved on libcurl's resolver thread, whose socket the engine
         // watches beside the kept-alive connections' sockets.
-        // (Not 127.0.0.1 as well: that is another connection, which this server, serving one
-        // connection at a time, would accept only once the first is idle for 5 s.)
+        // (Not 127.0.0.1 as well: another host name is another connection, and the counts below
+        // say each server saw one.)
         let bases = ["http://localhost:\(first.port)", "http://localhost:\(second.port)",
                      "http://localhost:\(first.port)", "http://localhost:\(second.port)"]
         var bodies: [String] = []
