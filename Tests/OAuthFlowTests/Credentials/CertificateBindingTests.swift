@@ -2,6 +2,7 @@ import Foundation
 @testable import OAuthFlow
 import OAuthFlowTesting
 import Testing
+import TestSupport
 
 /// Certificate-bound tokens (RFC 8705 §3): the `cnf` `x5t#S256` of a JWT access token and of an
 /// introspection answer against the client certificate, and the certificate presented to
@@ -112,5 +113,30 @@ struct CertificateBindingTests {
         #expect(presenting.caFile == base.caFile && presenting.maximumBodySize == 2048 && presenting.timeout == 9)
         let plain = AuthorizingTransport(base: base, source: flow.tokenSource(for: "app"))
         #expect((plain.base as? CurlTransport) === base)
+    }
+
+    @Test("Through the authorizing transport a TLS resource server that requires a client certificate sees ours (openssl s_server)")
+    func resourceServerSeesCertificate() async throws {
+        let certificates = try await TestCertificates.make()
+        defer { certificates.remove() }
+        let files = try KeyFiles()
+        defer { files.remove() }
+        let provider = try Self.mtlsProvider(files)
+        let server = try await onOwnThread { try MutualTLSTests.RequiringServer(certificates: certificates, clientCA: files.path("cert.pem")) }
+        defer { server.stop() }
+        let transport = ScriptedTransport()
+        transport.script("/token", [.token("opaque-bound-1")])
+        let flow = try await AuthFlow(providers: [provider], transport: transport, options: options(clock))
+        try await flow.clientCredentials(provider: "mtls")
+
+        let base = CurlTransport(timeout: 20, proxy: .none, caFile: certificates.caFile)
+        let api = AuthorizingTransport(base: base, source: flow.tokenSource(for: "mtls"))
+        let response = try await api.send(HTTPRequest(method: "GET", url: try #require(URL(string: "https://localhost:\(server.port)/"))))
+        let page = String(decoding: response.body, as: UTF8.self)
+        #expect(response.status == 200)
+        #expect(page.contains("Subject: CN=oauthflow-client"))
+        // The same base without the authorizing transport presents nothing: the handshake fails.
+        let error = await #expect(throws: OAuthError.self) { _ = try await base.send(HTTPRequest(method: "GET", url: URL(string: "https://localhost:\(server.port)/")!)) }
+        #expect(error?.code == .transport)
     }
 }
