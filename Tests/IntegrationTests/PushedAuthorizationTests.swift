@@ -165,6 +165,31 @@ struct PushedAuthorizationIntegration {
         #expect(CertificateBinding.confirmation(inJWT: set.accessToken.reveal()) == .thumbprint(try #require(provider.clientCertificate).thumbprint))
     }
 
+    @Test("A token glewlwyd bound to another client's certificate is refused, as a token and in glewlwyd's introspection answer (RFC 8705 §3)")
+    func boundToAnotherCertificate() async throws {
+        let server = try GlewlwydServer.require()
+        let bound = try provider(server, clientID: "mtls-ca", method: .tlsClientAuth, key: "client.key", certificate: "client.crt", pushed: false)
+        let boundFlow = try await AuthFlow(providers: [bound], transport: Self.transport(server, identity: ("client.crt", "client.key")))
+        try await boundFlow.clientCredentials(provider: "glewlwyd")
+        let token = try await boundFlow.tokenSet(for: "glewlwyd").accessToken
+
+        // The self-signed client: glewlwyd lets it introspect the other client's token, and says
+        // to which certificate that token is bound.
+        let other = try provider(server, clientID: "mtls-self", method: .selfSignedTLSClientAuth, key: "self.key", certificate: "self.crt",
+                                 pushed: false)
+        let refused = #expect(throws: OAuthError.self) { try CertificateBinding.check(accessToken: token, provider: other) }
+        #expect(refused?.code == .invalidResponse)
+        let client = EndpointClient(provider: other, transport: Self.transport(server, identity: ("self.crt", "self.key")),
+                                    userAgent: "oauthflow-it", log: Logger(sink: nil))
+        let answer = try await OAuthFlow.Introspection.introspect(token, kind: .accessToken, url: try #require(URL(string: "\(server.issuer)/introspect")),
+                                                        client: client)
+        #expect(answer.active)
+        #expect(answer.certificateThumbprint == bound.clientCertificate?.thumbprint)
+        let mismatch = #expect(throws: OAuthError.self) { try CertificateBinding.check(answer, provider: other) }
+        #expect(mismatch?.code == .invalidResponse)
+        #expect(mismatch?.endpoint == .introspection)
+    }
+
     @Test("glewlwyd refuses tls_client_auth with another certificate, and without one")
     func wrongCertificate() async throws {
         let server = try GlewlwydServer.require()
