@@ -209,6 +209,28 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         set { storage.update { $0.caFile = newValue } }
     }
 
+    /// Push the authorization request's parameters to the server before sending the browser
+    /// there (RFC 9126; catalog `pushedAuthorization`). Also done when discovery says
+    /// `require_pushed_authorization_requests`.
+    public var pushedAuthorization: Bool {
+        get { storage.fields.pushedAuthorization }
+        set { storage.update { $0.pushedAuthorization = newValue } }
+    }
+
+    /// The pushed authorization request endpoint (RFC 9126 §2; catalog `pushedAuthorizationURL`);
+    /// nil to take discovery's `pushed_authorization_request_endpoint`.
+    public var pushedAuthorizationURL: URL? {
+        get { storage.fields.pushedAuthorizationURL }
+        set { storage.update { $0.pushedAuthorizationURL = newValue } }
+    }
+
+    /// Sign the authorization request's parameters with ``clientKey`` into a request object
+    /// (RFC 9101; catalog `requestObject`).
+    public var requestObject: Bool {
+        get { storage.fields.requestObject }
+        set { storage.update { $0.requestObject = newValue } }
+    }
+
     /// The algorithm assertions are signed with: ``clientAssertionAlgorithm``, else the key's
     /// default, else HS256 for `client_secret_jwt`; nil for other methods or a custom signer
     /// without a configured algorithm.
@@ -252,6 +274,9 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         var caFile: String?
         var serviceAccount: ServiceAccountKey?
         var serviceAccountSubject: String?
+        var pushedAuthorization = false
+        var pushedAuthorizationURL: URL?
+        var requestObject = false
     }
 
     private var storage: CopyOnWrite<Fields>
@@ -334,6 +359,8 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
             && lhs.clientCertificate === rhs.clientCertificate && lhs.clientAssertionAlgorithm == rhs.clientAssertionAlgorithm
             && lhs.clientAssertionAudience == rhs.clientAssertionAudience && lhs.caFile == rhs.caFile
             && lhs.serviceAccount === rhs.serviceAccount && lhs.serviceAccountSubject == rhs.serviceAccountSubject
+            && lhs.pushedAuthorization == rhs.pushedAuthorization && lhs.pushedAuthorizationURL == rhs.pushedAuthorizationURL
+            && lhs.requestObject == rhs.requestObject
     }
 
     /// Hashes the id and client id.
@@ -366,7 +393,7 @@ extension Provider {
             ("authorizationURL", authorizationURL), ("tokenURL", tokenURL),
             ("deviceAuthorizationURL", deviceAuthorizationURL), ("revocationURL", revocationURL),
             ("introspectionURL", introspectionURL), ("userinfoURL", userinfoURL), ("jwksURL", jwksURL),
-            ("endSessionURL", endSessionURL),
+            ("endSessionURL", endSessionURL), ("pushedAuthorizationURL", pushedAuthorizationURL),
         ]
         for (key, url) in endpoints {
             guard let url else { continue }
@@ -392,6 +419,7 @@ extension Provider {
             if let port = redirectURI.port, !(0...65535).contains(port) { throw fail("redirectURI", "has port \(port), above 65535") }
         }
         try validateClientCredentials(fail)
+        try validateAuthorizationRequestOptions(fail)
         for name in authorizationParameters.keys where Self.reservedAuthorizationParameters.contains(name) {
             throw fail("authorizationParameters", "\"\(name)\" is set by the flow and cannot be overridden")
         }

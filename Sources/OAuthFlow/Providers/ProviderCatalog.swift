@@ -222,6 +222,7 @@ extension ProviderCatalog {
         "customUserAgent", "debug", "encodeHttpBody", "icon", "authorizationPattern",
         "clientKeyFile", "clientKeyID", "clientCertificateFile", "clientAssertionAlgorithm", "clientAssertionAudience", "caFile",
         "serviceAccountFile", "subject",
+        "pushedAuthorization", "pushedAuthorizationURL", "requestObject",
     ]
 
     /// `"clientSecrett" is not a known key; did you mean "clientSecret"?` The key is shown
@@ -314,7 +315,7 @@ extension ProviderCatalog {
             let userAgent = try aliased("userAgent", "customUserAgent", { key throws(OAuthError) in try headerValue(key) })
             let debug = try bool("debug")
 
-            let provider = Provider(
+            var provider = Provider(
                 id: rawID, authorizationURL: authorizationURL, tokenURL: tokenURL ?? serviceAccount?.tokenURI, deviceAuthorizationURL: deviceURL,
                 revocationURL: revocationURL, introspectionURL: introspectionURL, userinfoURL: userinfoURL, issuer: issuer,
                 jwksURL: jwksURL, endSessionURL: endSessionURL, idTokenSigningAlgorithms: algorithms, clientID: clientID, clientSecret: secret, clientAuthentication: authentication,
@@ -323,6 +324,7 @@ extension ProviderCatalog {
                 clientCertificate: credentials.certificate, clientAssertionAlgorithm: credentials.algorithm,
                 clientAssertionAudience: credentials.audience, caFile: credentials.caFile, serviceAccount: serviceAccount,
                 serviceAccountSubject: try string("subject"))
+            try authorizationRequestOptions(into: &provider)
             do {
                 try provider.validate()
             } catch {
