@@ -224,9 +224,11 @@ public actor AuthFlow {
     ///   - scopes: defaults to the provider's scopes.
     ///   - parameters: extra query parameters (such as `login_hint`), over the provider's own.
     ///   - usePKCE: keep `true`; only a confidential client may turn it off.
-    /// - Throws: ``OAuthError`` `.configuration` without an authorization URL or redirect URI.
+    ///   - resources: RFC 8707 `resource` indicators, sent again with the code exchange;
+    ///     defaults to the provider's ``Provider/resources``.
+    /// - Throws: ``OAuthError`` `.configuration` without an authorization URL or redirect URI, or for an invalid resource.
     public func authorizationRequest(
-        provider id: String, scopes: [String]? = nil, parameters: [String: String] = [:], usePKCE: Bool = true
+        provider id: String, scopes: [String]? = nil, parameters: [String: String] = [:], usePKCE: Bool = true, resources: [URL]? = nil
     ) async throws(OAuthError) -> AuthorizationRequest {
         let now = options.now()
         let provider = try resolve(id)
@@ -234,7 +236,7 @@ public actor AuthFlow {
             try AuthorizationCodeGrant.makeRequest(
                 provider: provider, authorizationURL: try await requiredEndpoint(.authorization, of: provider),
                 scopes: scopes ?? provider.scopes, parameters: parameters, usePKCE: usePKCE, now: now,
-                lifetime: options.pendingAuthorizationLifetime)
+                lifetime: options.pendingAuthorizationLifetime, resources: resources ?? provider.resources)
         }
         pending.removeAll { $0.expiresAt <= now }
         if pending.count >= options.maximumPendingAuthorizations { pending.removeFirst(pending.count - options.maximumPendingAuthorizations + 1) }
@@ -357,15 +359,18 @@ public actor AuthFlow {
 
     // MARK: Client credentials
 
-    /// Gets a token for the client itself with its secret (RFC 6749 §4.4).
+    /// Gets a token for the client itself with its credentials (RFC 6749 §4.4); `resources` are
+    /// RFC 8707 `resource` indicators (default: the provider's ``Provider/resources``).
     ///
     /// Publishes `.requestingAccessToken` then `.authorized`. ``accessToken(for:)`` runs it again by
     /// itself when the token expires. See [RFC 6749 §4.4](https://www.rfc-editor.org/rfc/rfc6749#section-4.4).
     /// - Throws: ``OAuthError`` `.configuration` without a secret; `.serverRejected` (`invalid_client` for bad credentials); `.transport`;
     ///   `.reauthorizationRequired` when the provider was logged out while the request was in flight (see ``clear(provider:)``).
     @discardableResult
-    public func clientCredentials(provider id: String, scopes: [String]? = nil) async throws(OAuthError) -> Authorization {
-        try await run(id) { provider throws(OAuthError) in try ClientCredentialsGrant.request(provider, scopes: scopes ?? provider.scopes) }
+    public func clientCredentials(provider id: String, scopes: [String]? = nil, resources: [URL]? = nil) async throws(OAuthError) -> Authorization {
+        try await run(id) { provider throws(OAuthError) in
+            try ClientCredentialsGrant.request(provider, scopes: scopes ?? provider.scopes, resources: resources ?? provider.resources)
+        }
             .authorization
     }
 }

@@ -56,7 +56,7 @@ extension AuthFlow {
     /// marked for reauthorization, or living under ``ProactiveTimers/minimumLifetime``.
     nonisolated func proactiveDelay(for set: TokenSet, now: Date) -> TimeInterval? {
         guard let expiresAt = set.expiresAt, !set.needsReauthorization,
-              set.refreshToken != nil || set.grant == .clientCredentials || set.grant == .jwtBearer,
+              set.refreshToken != nil || set.grant.needsNoPerson,
               expiresAt.timeIntervalSince(set.issuedAt) >= ProactiveTimers.minimumLifetime
         else { return nil }
         let margin = TokenCache.effectiveMargin(of: set, margin: options.refreshMargin)

@@ -100,6 +100,11 @@ extension AuthorizationRequest {
         try container.encodeIfPresent(requestedAt, forKey: .requestedAt)
     }
 
+    /// Every `resource` (RFC 8707) in `url`'s query, in order.
+    static func resources(in url: URL) -> [String] {
+        (URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []).filter { $0.name == "resource" }.compactMap(\.value)
+    }
+
     /// The first `max_age` in `url`'s query, in seconds (a negative one counts as 0); nil when
     /// there is none or it is not an integer.
     static func maxAge(in url: URL) -> TimeInterval? {
@@ -112,7 +117,7 @@ extension AuthorizationRequest {
 enum AuthorizationCodeGrant {
     static func makeRequest(
         provider: Provider, authorizationURL: URL?, scopes: [String], parameters: [String: String], usePKCE: Bool, now: Date,
-        lifetime: TimeInterval
+        lifetime: TimeInterval, resources: [URL] = []
     ) throws(OAuthError) -> AuthorizationRequest {
         guard let authorizationURL else {
             throw OAuthError(.configuration, providerID: provider.id, message: "provider \"\(provider.id)\" has no authorizationURL")
@@ -139,6 +144,7 @@ enum AuthorizationCodeGrant {
         query.append(("state", state.reveal()))
         if let pkce { query += [("code_challenge", pkce.challenge), ("code_challenge_method", pkce.method)] }
         if let nonce { query.append(("nonce", nonce.reveal())) }
+        try ResourceIndicators.append(resources, to: &query, provider: provider)   // RFC 8707 §2: one per resource
         let extra = provider.authorizationParameters.merging(parameters) { _, call in call }
         query += extra.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
 
@@ -166,6 +172,8 @@ enum AuthorizationCodeGrant {
             ("redirect_uri", request.redirectURI.absoluteString),
         ]
         if let verifier = request.codeVerifier { fields.append(("code_verifier", verifier.reveal())) }
+        // RFC 8707 §2.2: the resources the authorization request named, read back from its URL.
+        fields += AuthorizationRequest.resources(in: request.url).map { ("resource", $0) }
         // A code is single use (RFC 6749 §4.1.2): once any answer arrived it is spent, so only a
         // request that got no response is sent again.
         return GrantRequest(.post(fields, retrying: .beforeResponse), grant: .authorizationCode, requestedScopes: request.scopes,

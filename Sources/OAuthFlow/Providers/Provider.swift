@@ -209,6 +209,12 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         set { storage.update { $0.caFile = newValue } }
     }
 
+    /// The grant, resource indicators and token-exchange settings (Providers/Provider+Grants.swift).
+    var grantSettings: GrantSettings {
+        get { storage.fields.grantSettings }
+        set { storage.update { $0.grantSettings = newValue } }
+    }
+
     /// The algorithm assertions are signed with: ``clientAssertionAlgorithm``, else the key's
     /// default, else HS256 for `client_secret_jwt`; nil for other methods or a custom signer
     /// without a configured algorithm.
@@ -252,6 +258,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         var caFile: String?
         var serviceAccount: ServiceAccountKey?
         var serviceAccountSubject: String?
+        var grantSettings = GrantSettings()
     }
 
     private var storage: CopyOnWrite<Fields>
@@ -334,6 +341,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
             && lhs.clientCertificate === rhs.clientCertificate && lhs.clientAssertionAlgorithm == rhs.clientAssertionAlgorithm
             && lhs.clientAssertionAudience == rhs.clientAssertionAudience && lhs.caFile == rhs.caFile
             && lhs.serviceAccount === rhs.serviceAccount && lhs.serviceAccountSubject == rhs.serviceAccountSubject
+            && lhs.grantSettings == rhs.grantSettings
     }
 
     /// Hashes the id and client id.
@@ -392,6 +400,7 @@ extension Provider {
             if let port = redirectURI.port, !(0...65535).contains(port) { throw fail("redirectURI", "has port \(port), above 65535") }
         }
         try validateClientCredentials(fail)
+        try validateGrantSettings(fail)
         for name in authorizationParameters.keys where Self.reservedAuthorizationParameters.contains(name) {
             throw fail("authorizationParameters", "\"\(name)\" is set by the flow and cannot be overridden")
         }

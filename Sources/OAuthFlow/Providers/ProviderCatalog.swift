@@ -215,14 +215,14 @@ extension ProviderCatalog {
 extension ProviderCatalog {
     /// Every key a provider entry may have: the documented ones, their OAuthKit aliases, and the
     /// OAuthKit keys that are accepted and ignored (`encodeHttpBody`, `icon`, `authorizationPattern`).
-    static let knownKeys: Set<String> = [
+    static let knownKeys: Set<String> = Set<String>([
         "id", "authorizationURL", "tokenURL", "accessTokenURL", "deviceAuthorizationURL", "deviceCodeURL", "revocationURL",
         "introspectionURL", "userinfoURL", "issuer", "jwksURL", "clientID", "clientSecret", "clientSecretEnv",
         "clientSecretFile", "clientAuthentication", "redirectURI", "scopes", "scope", "authorizationParameters", "userAgent",
         "customUserAgent", "debug", "encodeHttpBody", "icon", "authorizationPattern",
         "clientKeyFile", "clientKeyID", "clientCertificateFile", "clientAssertionAlgorithm", "clientAssertionAudience", "caFile",
         "serviceAccountFile", "subject",
-    ]
+    ]).union(ProviderCatalog.grantKeys)
 
     /// `"clientSecrett" is not a known key; did you mean "clientSecret"?` The key is shown
     /// escaped and shortened; the suggestion is the known key at the smallest edit distance.
@@ -306,7 +306,8 @@ extension ProviderCatalog {
             let algorithms = try signingAlgorithms()
             guard let clientID = try string("clientID") ?? serviceAccount?.clientEmail else { throw fail("clientID", "is required") }
             let secret = try clientSecret()
-            let authentication = try clientAuthentication(hasSecret: secret != nil)
+            let grantSettings = try grantSettings()
+            let authentication = try clientAuthentication(hasSecret: secret != nil) ?? defaultAuthentication(grantSettings, hasSecret: secret != nil)
             let credentials = try clientCredentials(method: authentication)
             let redirectURI = try redirectURI()
             let scopes = try aliased("scopes", "scope", { key throws(OAuthError) in try scopeList(key) })
@@ -314,7 +315,7 @@ extension ProviderCatalog {
             let userAgent = try aliased("userAgent", "customUserAgent", { key throws(OAuthError) in try headerValue(key) })
             let debug = try bool("debug")
 
-            let provider = Provider(
+            var provider = Provider(
                 id: rawID, authorizationURL: authorizationURL, tokenURL: tokenURL ?? serviceAccount?.tokenURI, deviceAuthorizationURL: deviceURL,
                 revocationURL: revocationURL, introspectionURL: introspectionURL, userinfoURL: userinfoURL, issuer: issuer,
                 jwksURL: jwksURL, endSessionURL: endSessionURL, idTokenSigningAlgorithms: algorithms, clientID: clientID, clientSecret: secret, clientAuthentication: authentication,
@@ -323,6 +324,7 @@ extension ProviderCatalog {
                 clientCertificate: credentials.certificate, clientAssertionAlgorithm: credentials.algorithm,
                 clientAssertionAudience: credentials.audience, caFile: credentials.caFile, serviceAccount: serviceAccount,
                 serviceAccountSubject: try string("subject"))
+            provider.grantSettings = grantSettings
             do {
                 try provider.validate()
             } catch {
