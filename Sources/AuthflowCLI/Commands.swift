@@ -52,14 +52,26 @@ extension Context {
         var methods: [LoginOptions.Method] = []
         if provider.deviceAuthorizationURL != nil { methods.append(.device) }
         if provider.authorizationURL != nil { methods.append(.browser) }
-        if provider.isConfidential { methods.append(.clientCredentials) }
+        if provider.isConfidential || onDemandGrant(provider) != nil { methods.append(.clientCredentials) }
         return methods
+    }
+
+    /// What `login --client-credentials` runs: the provider's grant that needs no person (a
+    /// JWT-bearer assertion, the subject token file's exchange), else client credentials.
+    static func fetchWithoutPerson(_ flow: AuthFlow, _ provider: Provider, scopes: [String]?) async throws(OAuthError) -> Authorization {
+        switch provider.serviceGrant {
+        case .jwtBearer?: return try await flow.jwtBearer(provider: provider.id, scopes: scopes)
+        case .tokenExchange?: return try await flow.refresh(provider: provider.id)   // exchanges the file's token again
+        default: return try await flow.clientCredentials(provider: provider.id, scopes: scopes)
+        }
     }
 
     /// What `login` runs without a flag: client credentials for a secret-only provider; the device
     /// grant without a display; the browser otherwise; nil when nothing fits.
     static func defaultMethod(_ provider: Provider, environment: [String: String]) -> LoginOptions.Method? {
-        if provider.isConfidential, provider.redirectURI == nil, provider.deviceAuthorizationURL == nil { return .clientCredentials }
+        if provider.isConfidential || provider.serviceGrant != nil, provider.redirectURI == nil, provider.deviceAuthorizationURL == nil {
+            return .clientCredentials
+        }
         let methods = loginMethods(provider)
         if methods.contains(.device), !hasDisplay(environment) || !methods.contains(.browser) { return .device }
         if methods.contains(.browser) { return .browser }

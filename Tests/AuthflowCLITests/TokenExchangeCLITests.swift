@@ -143,4 +143,23 @@ struct TokenExchangeCLITests {
         plain.mock.script(.openIDConfiguration, [plain.mock.discoveryDocument()])
         #expect(!(await plain.run(["discover", plain.mock.issuer])).stdout.contains("private_key_jwt"))
     }
+
+    @Test("login for a token-exchange provider runs the exchange (not client credentials); for a service-account provider, the JWT-bearer grant")
+    func loginRunsTheProvidersGrant() async throws {
+        let h = try Harness()
+        defer { h.directory.remove() }
+        let file = h.directory.url.appendingPathComponent("subject-token")
+        try Data("subject-1".utf8).write(to: file)
+        let key = try ClientKeyFileCLITests.key(h)
+        try h.catalog(entry(h, #", "subjectTokenFile": "\#(file.path)""#),
+                      #"{"id": "jb", "grant": "jwt-bearer", "tokenURL": "\#(h.base)/token", "clientID": "jb-client", "clientKeyFile": "\#(key)"}"#)
+        h.mock.script(.token, [Self.exchanged("at-1"), .token(access: "at-jb", refresh: nil)])
+        let exchange = await h.run(["login", "wl"])
+        #expect(exchange.status == .success, "\(exchange.stderr)")
+        let bearer = await h.run(["login", "jb"])
+        #expect(bearer.status == .success, "\(bearer.stderr)")
+        #expect(h.mock.requests(.token).map { $0.form["grant_type"] } == [
+            "urn:ietf:params:oauth:grant-type:token-exchange", "urn:ietf:params:oauth:grant-type:jwt-bearer",
+        ])
+    }
 }
