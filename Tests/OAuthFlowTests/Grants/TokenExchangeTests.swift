@@ -248,4 +248,18 @@ struct TokenExchangeTests {
         dump(try await flow.tokenSet(for: "sts"), to: &logged)
         #expect(!logged.contains("issued-secret-value"))
     }
+
+    @Test("background renewal: a token exchanged from the catalog's subject token file is renewed ahead of expiry; one exchanged in code is not (nothing to exchange again)")
+    func proactive() async throws {
+        var withFile = mock.provider(id: "file", clientSecret: "s3cret")
+        withFile.tokenExchange = Provider.TokenExchange(subjectTokenFile: "/run/token")
+        let flow = try await flow(withFile, mock.provider(id: "code", clientSecret: "s3cret"))
+        let now = clock.date
+        func set(_ id: String) -> TokenSet {
+            TokenSet(providerID: id, accessToken: Secret("t"), issuedAt: now, expiresAt: now.addingTimeInterval(3600), grant: .tokenExchange,
+                     issuedTokenType: TokenType.accessToken)
+        }
+        #expect(flow.proactiveDelay(for: set("file"), now: now) != nil)
+        #expect(flow.proactiveDelay(for: set("code"), now: now) == nil)
+    }
 }
