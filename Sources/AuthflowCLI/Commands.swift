@@ -17,6 +17,8 @@ extension Context {
                     ("id", .string(provider.id)),
                     ("grants", .strings(Self.loginMethods(provider).map(\.rawValue))),
                     ("login", .string(Self.defaultMethod(provider, environment: environment)?.rawValue)),
+                    ("authentication", .string(provider.clientAuthentication.rawValue)),
+                    ("on_demand", .string(Self.onDemandGrant(provider)?.catalogName)),
                     ("scopes", .strings(provider.scopes)),
                 ]))
             }
@@ -29,10 +31,20 @@ extension Context {
         let rows = providers.map { provider in
             [provider.id, Self.loginMethods(provider).map(\.rawValue).joined(separator: ", "),
              Self.defaultMethod(provider, environment: environment)?.rawValue ?? "-",
+             provider.clientAuthentication.rawValue, Self.onDemandGrant(provider)?.catalogName ?? "-",
              provider.scopes.isEmpty ? "-" : provider.scopes.joined(separator: " ")]
         }
-        out.write(Table.render(header: ["PROVIDER", "GRANTS", "LOGIN", "SCOPES"], rows: rows, style: outStyle))
+        out.write(Table.render(header: ["PROVIDER", "GRANTS", "LOGIN", "AUTH", "ON DEMAND", "SCOPES"], rows: rows, style: outStyle))
         return .success
+    }
+
+    /// The grant `token` runs by itself when nothing is stored (no person needed): the catalog's
+    /// `grant`, or the one a service-account key or subject token file implies, or client
+    /// credentials for a confidential client with no authorization or device endpoint written.
+    static func onDemandGrant(_ provider: Provider) -> GrantType? {
+        if let grant = provider.serviceGrant { return grant }
+        if provider.isConfidential, provider.authorizationURL == nil, provider.deviceAuthorizationURL == nil { return .clientCredentials }
+        return nil
     }
 
     /// The login methods the CLI can run for `provider`.
@@ -40,14 +52,26 @@ extension Context {
         var methods: [LoginOptions.Method] = []
         if provider.deviceAuthorizationURL != nil { methods.append(.device) }
         if provider.authorizationURL != nil { methods.append(.browser) }
-        if provider.isConfidential { methods.append(.clientCredentials) }
+        if provider.isConfidential || onDemandGrant(provider) != nil { methods.append(.clientCredentials) }
         return methods
+    }
+
+    /// What `login --client-credentials` runs: the provider's grant that needs no person (a
+    /// JWT-bearer assertion, the subject token file's exchange), else client credentials.
+    static func fetchWithoutPerson(_ flow: AuthFlow, _ provider: Provider, scopes: [String]?) async throws(OAuthError) -> Authorization {
+        switch provider.serviceGrant {
+        case .jwtBearer?: return try await flow.jwtBearer(provider: provider.id, scopes: scopes)
+        case .tokenExchange?: return try await flow.refresh(provider: provider.id)   // exchanges the file's token again
+        default: return try await flow.clientCredentials(provider: provider.id, scopes: scopes)
+        }
     }
 
     /// What `login` runs without a flag: client credentials for a secret-only provider; the device
     /// grant without a display; the browser otherwise; nil when nothing fits.
     static func defaultMethod(_ provider: Provider, environment: [String: String]) -> LoginOptions.Method? {
-        if provider.isConfidential, provider.redirectURI == nil, provider.deviceAuthorizationURL == nil { return .clientCredentials }
+        if provider.isConfidential || provider.serviceGrant != nil, provider.redirectURI == nil, provider.deviceAuthorizationURL == nil {
+            return .clientCredentials
+        }
         let methods = loginMethods(provider)
         if methods.contains(.device), !hasDisplay(environment) || !methods.contains(.browser) { return .device }
         if methods.contains(.browser) { return .browser }
@@ -110,7 +134,7 @@ extension Context {
         let keys: Set<String>
         do { keys = Set(try await store.keys()) } catch { throw .oauth(error, provider: nil) }
         let rows = providers.map { provider in
-            StatusRow(provider: provider.id, authorization: authorizations[provider.id],
+            StatusRow(provider: provider.id, authentication: provider.clientAuthentication.rawValue, authorization: authorizations[provider.id],
                       problem: keys.contains(provider.id) && authorizations[provider.id] == nil
                           ? problems.withLock { $0[provider.id] } ?? "unreadable" : nil)
         }
@@ -185,6 +209,8 @@ extension Context {
 /// One provider's line of `status`.
 struct StatusRow {
     var provider: String
+    /// The provider's client authentication (`client_secret_basic`, `private_key_jwt`, …).
+    var authentication: String = "-"
     var authorization: Authorization?
     var problem: String?
 
@@ -194,7 +220,7 @@ struct StatusRow {
     func needsReauthorization(now: Date) -> Bool {
         guard let authorization else { return true }
         if authorization.needsReauthorization { return true }
-        return isExpired(now: now) && !authorization.isRefreshable && authorization.grant != .clientCredentials
+        return isExpired(now: now) && !authorization.isRefreshable && !Self.fetchedAgain(authorization.grant)
     }
 
     func isUsable(now: Date) -> Bool { authorization != nil && !needsReauthorization(now: now) }
@@ -202,13 +228,14 @@ struct StatusRow {
     /// The members of its `status --json` line, in order.
     func json(now: Date) -> [(String, JSONValue)] {
         guard let authorization else {
-            var pairs: [(String, JSONValue)] = [("provider", .string(provider)), ("logged_in", .bool(false))]
+            var pairs: [(String, JSONValue)] = [("provider", .string(provider)), ("authentication", .string(authentication)), ("logged_in", .bool(false))]
             if let problem { pairs.append(("error", .string(problem))) }
             pairs.append(("needs_reauthorization", .bool(true)))
             return pairs
         }
         return [
             ("provider", .string(provider)),
+            ("authentication", .string(authentication)),
             ("logged_in", .bool(true)),
             ("grant", .string(authorization.grant.rawValue)),
             ("token_type", .string(authorization.tokenType)),
@@ -225,6 +252,11 @@ struct StatusRow {
         ]
     }
 
+    /// True for the grants that need no person: an expired token is fetched again, not refreshed.
+    static func fetchedAgain(_ grant: GrantType) -> Bool {
+        grant == .clientCredentials || grant == .jwtBearer || grant == .tokenExchange
+    }
+
     static func grantName(_ grant: GrantType) -> String {
         switch grant {
         case .deviceCode: return "device"
@@ -232,6 +264,7 @@ struct StatusRow {
         case .clientCredentials: return "client-credentials"
         case .refreshToken: return "refresh"
         case .jwtBearer: return "jwt-bearer"
+        case .tokenExchange: return "token-exchange"
         }
     }
 
@@ -239,7 +272,7 @@ struct StatusRow {
         guard let authorization else { return problem.map { "unreadable: \($0)" } ?? "not logged in" }
         if authorization.needsReauthorization { return "needs login" }
         guard isExpired(now: now) else { return "valid" }
-        if authorization.grant == .clientCredentials { return "expired (fetched again on use)" }
+        if Self.fetchedAgain(authorization.grant) { return "expired (fetched again on use)" }
         return authorization.isRefreshable ? "expired (refreshed on use)" : "expired (needs login)"
     }
 
@@ -249,12 +282,12 @@ struct StatusRow {
             let expires = authorization.map { auth in
                 auth.expiresAt.map { "\(Timestamps.iso8601($0)) (\(Timestamps.relative($0, now: now)))" } ?? "never"
             } ?? "-"
-            return [row.provider, row.state(now: now), authorization.map { grantName($0.grant) } ?? "-", expires,
+            return [row.provider, row.state(now: now), authorization.map { grantName($0.grant) } ?? "-", row.authentication, expires,
                     authorization.map { $0.scopes.isEmpty ? "-" : $0.scopes.joined(separator: " ") } ?? "-",
                     authorization.map { $0.isRefreshable ? "yes" : "no" } ?? "-",
                     row.needsReauthorization(now: now) ? "yes" : "no"]
         }
-        return Table.render(header: ["PROVIDER", "STATUS", "GRANT", "EXPIRES", "SCOPES", "REFRESH TOKEN", "NEEDS LOGIN"],
+        return Table.render(header: ["PROVIDER", "STATUS", "GRANT", "AUTH", "EXPIRES", "SCOPES", "REFRESH TOKEN", "NEEDS LOGIN"],
                             rows: lines, style: style)
     }
 }

@@ -61,9 +61,16 @@ extension Context {
             ["ID token algorithms", list(metadata.idTokenSigningAlgorithmsSupported)],
             ["PKCE methods", list(metadata.codeChallengeMethodsSupported)],
             ["iss in callbacks", metadata.authorizationResponseIssParameterSupported ? "required (RFC 9207)" : "not advertised"],
+            ["client authentication", list(metadata.tokenEndpointAuthMethodsSupported)],
         ]
         out.write("Issuer \(Self.printable(metadata.issuer))\n")
         out.write(Table.render(header: ["METADATA", "VALUE"], rows: rows, style: outStyle))
+        if metadata.tokenEndpointAuthMethodsSupported?.contains("private_key_jwt") == true {
+            // Issue 17: a key instead of a shared secret, where the issuer takes one.
+            out.write("\nThe issuer accepts private_key_jwt: instead of a client secret, add \"clientAuthentication\": \"private_key_jwt\", "
+                + "\"clientKeyFile\": \"${CREDENTIALS_DIRECTORY}/client-key.pem\" (mode 0600) and register the key's public JWK "
+                + "(see Documentation/Catalog.md).\n")
+        }
         out.write("\nCatalog entry (add clientSecretEnv and redirectURI as your client needs):\n\(JSONValue.line(entry))")
         return .success
     }

@@ -46,7 +46,7 @@ extension Context {
             result = await capture { () async throws(OAuthError) in
                 method == .device
                     ? try await flow.authorizeWithDeviceCode(provider: id, scopes: scopes)
-                    : try await flow.clientCredentials(provider: id, scopes: scopes)
+                    : try await Self.fetchWithoutPerson(flow, provider, scopes: scopes)
             }
         case .browser:
             let receiver: LoopbackReceiver

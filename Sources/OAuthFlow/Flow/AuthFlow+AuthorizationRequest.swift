@@ -10,13 +10,13 @@ extension AuthFlow {
     /// A new authorization request for `provider`: its parameters made, then signed into a
     /// request object when the provider says `requestObject`, then pushed when it says
     /// `pushedAuthorization` or its metadata says `require_pushed_authorization_requests`.
-    /// - Throws: ``OAuthError`` as ``authorizationRequest(provider:scopes:parameters:usePKCE:)`` documents.
+    /// - Throws: ``OAuthError`` as ``authorizationRequest(provider:scopes:parameters:usePKCE:resources:)`` documents.
     func makeAuthorizationRequest(
-        _ provider: Provider, scopes: [String], parameters: [String: String], usePKCE: Bool, now: Date
+        _ provider: Provider, scopes: [String], parameters: [String: String], usePKCE: Bool, resources: [URL], now: Date
     ) async throws(OAuthError) -> AuthorizationRequest {
         let prepared = try AuthorizationCodeGrant.parameters(
             provider: provider, authorizationURL: try await requiredEndpoint(.authorization, of: provider), scopes: scopes,
-            parameters: parameters, usePKCE: usePKCE)
+            parameters: parameters, usePKCE: usePKCE, resources: resources)
         let lifetime = options.pendingAuthorizationLifetime
         let signed = provider.requestObject ? try await RequestObject.make(prepared.query, provider: provider, now: now) : nil
         guard try await pushesAuthorizationRequests(provider) else {

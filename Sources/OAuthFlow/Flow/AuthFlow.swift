@@ -224,6 +224,8 @@ public actor AuthFlow {
     ///   - scopes: defaults to the provider's scopes.
     ///   - parameters: extra query parameters (such as `login_hint`), over the provider's own.
     ///   - usePKCE: keep `true`; only a confidential client may turn it off.
+    ///   - resources: RFC 8707 `resource` indicators, sent again with the code exchange;
+    ///     defaults to the provider's ``Provider/resources``.
     ///
     /// With the provider's `requestObject`, the parameters are signed with its client key into a
     /// request object (RFC 9101) and the URL carries `client_id` and `request`. With
@@ -232,17 +234,20 @@ public actor AuthFlow {
     /// authentication (RFC 9126) and the URL carries only `client_id` and `request_uri`; the
     /// answer's `expires_in` then bounds ``AuthorizationRequest/expiresAt``.
     /// - Throws: ``OAuthError`` `.configuration` without an authorization URL or redirect URI, or
-    ///   without a pushed authorization request endpoint when pushing (catalog or discovery);
+    ///   without a pushed authorization request endpoint when pushing (catalog or discovery), or for an
+    ///   invalid resource;
     ///   for a pushed request, `.serverRejected`, `.httpStatus`, `.invalidResponse` (a malformed
     ///   `request_uri` or `expires_in`) and `.transport` from that endpoint.
     public func authorizationRequest(
-        provider id: String, scopes: [String]? = nil, parameters: [String: String] = [:], usePKCE: Bool = true
+        provider id: String, scopes: [String]? = nil, parameters: [String: String] = [:], usePKCE: Bool = true, resources: [URL]? = nil
     ) async throws(OAuthError) -> AuthorizationRequest {
         let now = options.now()
         let provider = try resolve(id)
         let request = try await reporting(id) { () async throws(OAuthError) in
             // Flow/AuthFlow+AuthorizationRequest.swift: plain, signed (RFC 9101) or pushed (RFC 9126).
-            try await makeAuthorizationRequest(provider, scopes: scopes ?? provider.scopes, parameters: parameters, usePKCE: usePKCE, now: now)
+            try await makeAuthorizationRequest(
+                provider, scopes: scopes ?? provider.scopes, parameters: parameters, usePKCE: usePKCE,
+                resources: resources ?? provider.resources, now: now)
         }
         pending.removeAll { $0.expiresAt <= now }
         if pending.count >= options.maximumPendingAuthorizations { pending.removeFirst(pending.count - options.maximumPendingAuthorizations + 1) }
@@ -366,15 +371,18 @@ public actor AuthFlow {
 
     // MARK: Client credentials
 
-    /// Gets a token for the client itself with its secret (RFC 6749 §4.4).
+    /// Gets a token for the client itself with its credentials (RFC 6749 §4.4); `resources` are
+    /// RFC 8707 `resource` indicators (default: the provider's ``Provider/resources``).
     ///
     /// Publishes `.requestingAccessToken` then `.authorized`. ``accessToken(for:)`` runs it again by
     /// itself when the token expires. See [RFC 6749 §4.4](https://www.rfc-editor.org/rfc/rfc6749#section-4.4).
     /// - Throws: ``OAuthError`` `.configuration` without a secret; `.serverRejected` (`invalid_client` for bad credentials); `.transport`;
     ///   `.reauthorizationRequired` when the provider was logged out while the request was in flight (see ``clear(provider:)``).
     @discardableResult
-    public func clientCredentials(provider id: String, scopes: [String]? = nil) async throws(OAuthError) -> Authorization {
-        try await run(id) { provider throws(OAuthError) in try ClientCredentialsGrant.request(provider, scopes: scopes ?? provider.scopes) }
+    public func clientCredentials(provider id: String, scopes: [String]? = nil, resources: [URL]? = nil) async throws(OAuthError) -> Authorization {
+        try await run(id) { provider throws(OAuthError) in
+            try ClientCredentialsGrant.request(provider, scopes: scopes ?? provider.scopes, resources: resources ?? provider.resources)
+        }
             .authorization
     }
 }

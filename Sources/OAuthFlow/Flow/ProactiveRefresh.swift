@@ -52,11 +52,12 @@ extension AuthFlow {
     /// the background request time to finish while the token is still fresh, so callers keep
     /// getting the cached token and never wait for it; the random part keeps processes that share
     /// a store from renewing in the same second. Nil when `set` cannot or need not be renewed in
-    /// the background: no expiry, no refresh token (unless it came from client credentials or the JWT-bearer grant),
+    /// the background: no expiry, no refresh token (unless it came from a grant the provider runs again with no person: client
+    /// credentials, JWT-bearer, a token exchange of its subject token file),
     /// marked for reauthorization, or living under ``ProactiveTimers/minimumLifetime``.
     nonisolated func proactiveDelay(for set: TokenSet, now: Date) -> TimeInterval? {
         guard let expiresAt = set.expiresAt, !set.needsReauthorization,
-              set.refreshToken != nil || set.grant == .clientCredentials || set.grant == .jwtBearer,
+              set.refreshToken != nil || set.grant == .clientCredentials || set.grant.needsNoPerson && providers[set.providerID]?.serviceGrant == set.grant,
               expiresAt.timeIntervalSince(set.issuedAt) >= ProactiveTimers.minimumLifetime
         else { return nil }
         let margin = TokenCache.effectiveMargin(of: set, margin: options.refreshMargin)

@@ -103,14 +103,13 @@ extension AuthFlow {
             return stored
         }
         // The store is the truth: an entry another process deleted (a logout) is not revived from memory.
-        if provider.serviceAccount != nil, stored == nil || stored?.grant == .jwtBearer {
-            // A service account: no refresh token and no user; a new assertion whenever a token is due.
+        if let grant = onDemandGrant(provider, stored: stored) {
+            // A grant that needs no person (a service account, a client key, a subject token file,
+            // client credentials): no refresh token; run it again whenever a token is due.
             if stored == nil { tokens[provider.id] = nil }
             let scopes = stored?.scopes ?? previous?.scopes ?? provider.scopes
-            let now = options.now()
             return try await run(provider, ticket: ticket, locked: true) { [self] provider throws(OAuthError) in
-                try await JWTBearerGrant.request(
-                    provider, tokenURL: try await requiredEndpoint(.token, of: provider), scopes: scopes, subject: provider.serviceAccountSubject, now: now)
+                try await onDemandRequest(grant, provider, scopes: scopes)
             }
         }
         guard let current = stored else {
@@ -121,14 +120,14 @@ extension AuthFlow {
                 // A service-only provider: client credentials need no user, so fetch on demand.
                 let scopes = previous?.scopes ?? provider.scopes
                 return try await run(provider, ticket: ticket, locked: true) { provider throws(OAuthError) in
-                    try ClientCredentialsGrant.request(provider, scopes: scopes)
+                    try ClientCredentialsGrant.request(provider, scopes: scopes, resources: provider.resources)
                 }
             }
             throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "nothing is stored for \"\(provider.id)\"; authorize first"))
         }
         if current.grant == .clientCredentials {
             return try await run(provider, ticket: ticket, locked: true) { provider throws(OAuthError) in
-                try ClientCredentialsGrant.request(provider, scopes: current.scopes)
+                try ClientCredentialsGrant.request(provider, scopes: current.scopes, resources: provider.resources)
             }
         }
         guard !current.needsReauthorization else {
@@ -137,7 +136,9 @@ extension AuthFlow {
         guard let refreshToken = current.refreshToken else {
             throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "the token expired and no refresh token is held"))
         }
-        return try await run(provider, ticket: ticket, locked: true) { _ in RefreshTokenGrant.request(refreshToken: refreshToken, renewing: current) }
+        return try await run(provider, ticket: ticket, locked: true) { provider in
+            RefreshTokenGrant.request(refreshToken: refreshToken, renewing: current, resources: provider.resources)
+        }
     }
 
     /// True when the stored set is not the one this flow last saw: another process renewed it.

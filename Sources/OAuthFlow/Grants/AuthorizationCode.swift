@@ -40,6 +40,9 @@ public struct AuthorizationRequest: Sendable, Codable, CustomStringConvertible {
     /// `expires_in`); ``expiresAt`` is no later. A callback after it is refused with `.expired`.
     /// Nil for a request that was not pushed.
     public let requestURIExpiresAt: Date?
+    /// The `resource` indicators the request named (RFC 8707 §2.1), sent again with the code
+    /// exchange (§2.2). A pushed or signed request carries them off the URL, so they are kept here.
+    public let resources: [String]
 
     /// Provider, redirect URI, scopes and expiry; never the state, verifier or nonce.
     public var description: String {
@@ -57,18 +60,19 @@ extension AuthorizationRequest: CustomDebugStringConvertible, CustomReflectable 
             "providerID": providerID, "state": state, "codeVerifier": codeVerifier as Any, "nonce": nonce as Any,
             "redirectURI": redirectURI, "scopes": scopes, "expiresAt": expiresAt, "maxAge": maxAge as Any,
             "requestedAt": requestedAt as Any, "requestURIExpiresAt": requestURIExpiresAt as Any,
+            "resources": resources,
         ], displayStyle: .struct)
     }
 }
 
 extension AuthorizationRequest {
     private enum CodingKeys: String, CodingKey {
-        case providerID, url, state, codeVerifier, nonce, redirectURI, scopes, expiresAt, maxAge, requestedAt, requestURIExpiresAt
+        case providerID, url, state, codeVerifier, nonce, redirectURI, scopes, expiresAt, maxAge, requestedAt, requestURIExpiresAt, resources
     }
 
     /// Decodes a request encoded by ``encode(to:)``; one encoded before ``maxAge`` and
     /// ``requestedAt`` were kept still decodes: `max_age` is read back from ``url``, and
-    /// ``requestedAt`` is nil.
+    /// ``requestedAt`` is nil; one without ``resources`` reads them back from ``url``.
     /// - Throws: `DecodingError` when a member is missing or has the wrong type.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -82,6 +86,7 @@ extension AuthorizationRequest {
         expiresAt = try container.decode(Date.self, forKey: .expiresAt)
         requestedAt = try container.decodeIfPresent(Date.self, forKey: .requestedAt)
         requestURIExpiresAt = try container.decodeIfPresent(Date.self, forKey: .requestURIExpiresAt)
+        resources = try container.decodeIfPresent([String].self, forKey: .resources) ?? Self.resources(in: url)
         if container.contains(.maxAge) {
             maxAge = try container.decodeIfPresent(TimeInterval.self, forKey: .maxAge)
         } else {
@@ -104,6 +109,12 @@ extension AuthorizationRequest {
         try container.encode(maxAge, forKey: .maxAge)
         try container.encodeIfPresent(requestedAt, forKey: .requestedAt)
         try container.encodeIfPresent(requestURIExpiresAt, forKey: .requestURIExpiresAt)
+        try container.encode(resources, forKey: .resources)
+    }
+
+    /// Every `resource` (RFC 8707) in `url`'s query, in order.
+    static func resources(in url: URL) -> [String] {
+        (URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []).filter { $0.name == "resource" }.compactMap(\.value)
     }
 
     /// The first `max_age` in `url`'s query, in seconds (a negative one counts as 0); nil when
@@ -130,19 +141,12 @@ enum AuthorizationCodeGrant {
         let nonce: Secret?
         let redirectURI: URL
         let scopes: [String]
+        /// The `resource` indicators among the parameters (RFC 8707).
+        let resources: [String]
         /// The `max_age` among the parameters, in seconds.
         var maxAge: TimeInterval? {
             query.first { $0.0 == "max_age" }.flatMap { Int($0.1) }.map { TimeInterval(max($0, 0)) }
         }
-    }
-
-    static func makeRequest(
-        provider: Provider, authorizationURL: URL?, scopes: [String], parameters: [String: String], usePKCE: Bool, now: Date,
-        lifetime: TimeInterval
-    ) throws(OAuthError) -> AuthorizationRequest {
-        let prepared = try self.parameters(
-            provider: provider, authorizationURL: authorizationURL, scopes: scopes, parameters: parameters, usePKCE: usePKCE)
-        return try request(prepared, providerID: provider.id, browserQuery: prepared.query, now: now, lifetime: lifetime)
     }
 
     /// The parameters of a new request: fresh `state`, PKCE verifier and `nonce` (for `openid`).
@@ -150,7 +154,8 @@ enum AuthorizationCodeGrant {
     ///   a public client without PKCE, or an extra parameter the flow sets itself; `.crypto`
     ///   without random bytes.
     static func parameters(
-        provider: Provider, authorizationURL: URL?, scopes: [String], parameters: [String: String], usePKCE: Bool
+        provider: Provider, authorizationURL: URL?, scopes: [String], parameters: [String: String], usePKCE: Bool,
+        resources: [URL] = []
     ) throws(OAuthError) -> Parameters {
         guard let authorizationURL else {
             throw OAuthError(.configuration, providerID: provider.id, message: "provider \"\(provider.id)\" has no authorizationURL")
@@ -177,10 +182,12 @@ enum AuthorizationCodeGrant {
         query.append(("state", state.reveal()))
         if let pkce { query += [("code_challenge", pkce.challenge), ("code_challenge_method", pkce.method)] }
         if let nonce { query.append(("nonce", nonce.reveal())) }
+        try ResourceIndicators.append(resources, to: &query, provider: provider)   // RFC 8707 §2: one per resource
         let extra = provider.authorizationParameters.merging(parameters) { _, call in call }
         query += extra.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         return Parameters(authorizationURL: authorizationURL, query: query, state: state, pkce: pkce, nonce: nonce,
-                          redirectURI: redirectURI, scopes: scopes)
+                          redirectURI: redirectURI, scopes: scopes,
+                          resources: query.filter { $0.0 == "resource" }.map(\.1))
     }
 
     /// The request whose browser URL is the authorization endpoint with `browserQuery` appended:
@@ -205,7 +212,8 @@ enum AuthorizationCodeGrant {
         return AuthorizationRequest(
             providerID: providerID, url: url, state: parameters.state, codeVerifier: parameters.pkce?.verifier, nonce: parameters.nonce,
             redirectURI: parameters.redirectURI, scopes: parameters.scopes, expiresAt: expiresAt,
-            maxAge: AuthorizationRequest.maxAge(in: url) ?? parameters.maxAge, requestedAt: now, requestURIExpiresAt: requestURIExpiresAt)
+            maxAge: AuthorizationRequest.maxAge(in: url) ?? parameters.maxAge, requestedAt: now, requestURIExpiresAt: requestURIExpiresAt,
+            resources: parameters.resources)
     }
 
     /// The code exchange for a callback's `code` (RFC 6749 §4.1.3, RFC 7636 §4.5), with what the
@@ -217,6 +225,9 @@ enum AuthorizationCodeGrant {
             ("redirect_uri", request.redirectURI.absoluteString),
         ]
         if let verifier = request.codeVerifier { fields.append(("code_verifier", verifier.reveal())) }
+        // RFC 8707 §2.2: the resources the authorization request named (kept on the request: a
+        // pushed or signed request's URL does not carry them).
+        fields += request.resources.map { ("resource", $0) }
         // A code is single use (RFC 6749 §4.1.2): once any answer arrived it is spent, so only a
         // request that got no response is sent again.
         return GrantRequest(.post(fields, retrying: .beforeResponse), grant: .authorizationCode, requestedScopes: request.scopes,

@@ -74,6 +74,7 @@ final class GrantRequest: Sendable {
         case .clientCredentials: return "client credentials request"
         case .refreshToken: return "refresh"
         case .jwtBearer: return "JWT-bearer request"
+        case .tokenExchange: return "token exchange"
         }
     }
 

@@ -10,7 +10,7 @@ import Foundation
 /// answers with.
 ///
 /// Builds the pushed form and reads the answer; stores nothing and publishes nothing
-/// (``AuthFlow/authorizationRequest(provider:scopes:parameters:usePKCE:)`` strings it together).
+/// (``AuthFlow/authorizationRequest(provider:scopes:parameters:usePKCE:resources:)`` strings it together).
 enum PushedAuthorization {
     /// The longest `expires_in` accepted, in seconds. RFC 9126 §2.2 expects a short lifetime
     /// (its example is 60 s); a larger number is a broken or hostile answer.

@@ -7,9 +7,11 @@ import Foundation
 /// The refresh grant ([RFC 6749 §6](https://www.rfc-editor.org/rfc/rfc6749#section-6)).
 enum RefreshTokenGrant {
     /// The request that renews `previous` with its refresh token, posted to the token endpoint
-    /// (never the authorization endpoint); retried on transient failures.
-    static func request(refreshToken: Secret, renewing previous: TokenSet) -> GrantRequest {
+    /// (never the authorization endpoint), with a `resource` per resource indicator (RFC 8707
+    /// §2.2; the provider's, checked when it loaded); retried on transient failures.
+    static func request(refreshToken: Secret, renewing previous: TokenSet, resources: [URL] = []) -> GrantRequest {
         let fields: [(String, String)] = [("grant_type", GrantType.refreshToken.rawValue), ("refresh_token", refreshToken.reveal())]
+            + resources.map { ("resource", $0.absoluteString) }
         return GrantRequest(.post(fields, retrying: .transient), grant: previous.grant, requestedScopes: previous.scopes, previous: previous)
     }
 

@@ -79,6 +79,13 @@ public struct TokenSet: Sendable, Codable {
         set { storage.update { $0.needsReauthorization = newValue } }
     }
 
+    /// The `issued_token_type` of a token exchange (RFC 8693 §2.2.1), such as
+    /// ``TokenType/accessToken``; nil for the other grants. ``accessToken`` holds the issued token.
+    public var issuedTokenType: String? {
+        get { storage.fields.issuedTokenType }
+        set { storage.update { $0.issuedTokenType = newValue } }
+    }
+
     /// The stored properties, behind one reference: a set is copied into the cache, the state, the
     /// store and every frame of the pipeline, and a copy is one retain (8 bytes in an async frame
     /// instead of 219). Encoded as they are, so the `Codable` form has these names.
@@ -94,6 +101,7 @@ public struct TokenSet: Sendable, Codable {
         var expiresAt: Date?
         var grant: GrantType
         var needsReauthorization: Bool
+        var issuedTokenType: String?
     }
 
     private var storage: CopyOnWrite<Fields>
@@ -114,12 +122,12 @@ public struct TokenSet: Sendable, Codable {
     public init(
         providerID: String, accessToken: Secret, tokenType: String = "Bearer", refreshToken: Secret? = nil,
         idToken: Secret? = nil, validatedIDToken: IDToken? = nil, scopes: [String] = [], issuedAt: Date,
-        expiresAt: Date? = nil, grant: GrantType, needsReauthorization: Bool = false
+        expiresAt: Date? = nil, grant: GrantType, needsReauthorization: Bool = false, issuedTokenType: String? = nil
     ) {
         storage = CopyOnWrite(Fields(
             providerID: providerID, accessToken: accessToken, tokenType: tokenType, refreshToken: refreshToken, idToken: idToken,
             validatedIDToken: validatedIDToken, scopes: scopes, issuedAt: issuedAt, expiresAt: expiresAt, grant: grant,
-            needsReauthorization: needsReauthorization))
+            needsReauthorization: needsReauthorization, issuedTokenType: issuedTokenType))
     }
 
     /// True when `token_type` is `Bearer` in any case (RFC 6749 §5.1 says it is case-insensitive).
@@ -136,7 +144,7 @@ public struct TokenSet: Sendable, Codable {
         Authorization(
             providerID: providerID, tokenType: tokenType, scopes: scopes, issuedAt: issuedAt, expiresAt: expiresAt,
             grant: grant, isRefreshable: refreshToken != nil, hasIDToken: idToken != nil,
-            needsReauthorization: needsReauthorization, idToken: validatedIDToken
+            needsReauthorization: needsReauthorization, idToken: validatedIDToken, issuedTokenType: issuedTokenType
         )
     }
 }
@@ -167,6 +175,8 @@ public struct Authorization: Sendable, Hashable, Codable {
     /// The validated ID token's claims (`sub`, `iss`, …), when the provider issued one and it passed
     /// every check of OpenID Connect Core §3.1.3.7; nil otherwise (see `Documentation/OIDC.md`).
     public var idToken: IDToken?
+    /// The `issued_token_type` of a token exchange (RFC 8693 §2.2.1); nil for the other grants.
+    public var issuedTokenType: String? = nil
 }
 
 /// The OAuth grants OAuthFlow runs.
@@ -181,6 +191,8 @@ public enum GrantType: String, Sendable, Hashable, Codable, CaseIterable {
     case refreshToken = "refresh_token"
     /// The JWT-bearer grant with a service-account key (RFC 7523 §2.1).
     case jwtBearer = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+    /// Token exchange (RFC 8693 §2.1): a subject token, such as a workload's JWT, for a token of this provider.
+    case tokenExchange = "urn:ietf:params:oauth:grant-type:token-exchange"
 }
 
 /// The device authorization response a person acts on ([RFC 8628 §3.2](https://www.rfc-editor.org/rfc/rfc8628#section-3.2)).
@@ -251,6 +263,7 @@ extension TokenSet {
         self.init(
             providerID: providerID, accessToken: response.accessToken, tokenType: response.tokenType,
             refreshToken: response.refreshToken, idToken: response.idToken, scopes: scopes, issuedAt: now,
-            expiresAt: response.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) }, grant: grant)
+            expiresAt: response.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) }, grant: grant,
+            issuedTokenType: response.issuedTokenType)
     }
 }

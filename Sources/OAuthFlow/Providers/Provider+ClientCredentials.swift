@@ -56,13 +56,13 @@ extension Provider {
             }
         }
         let usesKey: Set<ClientAuthentication> = [.privateKeyJWT, .tlsClientAuth, .selfSignedTLSClientAuth]
-        if clientKey != nil, !usesKey.contains(method) {
+        if clientKey != nil, !usesKey.contains(method), !signsJWTBearerWithClientKey {
             throw fail("clientKeyFile", "is used with private_key_jwt, tls_client_auth or self_signed_tls_client_auth, not \(method.rawValue)")
         }
         if clientCertificate != nil, !usesKey.contains(method) {
             throw fail("clientCertificateFile", "is used with private_key_jwt, tls_client_auth or self_signed_tls_client_auth, not \(method.rawValue)")
         }
-        if clientAssertionAlgorithm != nil, method != .privateKeyJWT, method != .clientSecretJWT {
+        if clientAssertionAlgorithm != nil, method != .privateKeyJWT, method != .clientSecretJWT, !signsJWTBearerWithClientKey {
             throw fail("clientAssertionAlgorithm", "is used only with private_key_jwt and client_secret_jwt, not \(method.rawValue)")
         }
         if let clientKeyID, clientKeyID.isEmpty { throw fail("clientKeyID", "must not be empty") }

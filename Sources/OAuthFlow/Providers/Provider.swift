@@ -231,6 +231,12 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         set { storage.update { $0.requestObject = newValue } }
     }
 
+    /// The grant, resource indicators and token-exchange settings (Providers/Provider+Grants.swift).
+    var grantSettings: GrantSettings {
+        get { storage.fields.grantSettings }
+        set { storage.update { $0.grantSettings = newValue } }
+    }
+
     /// The algorithm assertions are signed with: ``clientAssertionAlgorithm``, else the key's
     /// default, else HS256 for `client_secret_jwt`; nil for other methods or a custom signer
     /// without a configured algorithm.
@@ -277,6 +283,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         var pushedAuthorization = false
         var pushedAuthorizationURL: URL?
         var requestObject = false
+        var grantSettings = GrantSettings()
     }
 
     private var storage: CopyOnWrite<Fields>
@@ -361,6 +368,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
             && lhs.serviceAccount === rhs.serviceAccount && lhs.serviceAccountSubject == rhs.serviceAccountSubject
             && lhs.pushedAuthorization == rhs.pushedAuthorization && lhs.pushedAuthorizationURL == rhs.pushedAuthorizationURL
             && lhs.requestObject == rhs.requestObject
+            && lhs.grantSettings == rhs.grantSettings
     }
 
     /// Hashes the id and client id.
@@ -420,6 +428,7 @@ extension Provider {
         }
         try validateClientCredentials(fail)
         try validateAuthorizationRequestOptions(fail)
+        try validateGrantSettings(fail)
         for name in authorizationParameters.keys where Self.reservedAuthorizationParameters.contains(name) {
             throw fail("authorizationParameters", "\"\(name)\" is set by the flow and cannot be overridden")
         }

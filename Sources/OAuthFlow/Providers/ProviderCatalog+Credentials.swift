@@ -72,7 +72,7 @@ extension ProviderCatalog.Entry {
             keys.audience = audience
         }
         let usesKey: Set<Provider.ClientAuthentication> = [.privateKeyJWT, .tlsClientAuth, .selfSignedTLSClientAuth]
-        if keys.key != nil, let method, !usesKey.contains(method) {
+        if keys.key != nil, let method, !usesKey.contains(method), try catalogGrant() != .jwtBearer {
             throw fail("clientKeyFile", "is used with private_key_jwt, tls_client_auth or self_signed_tls_client_auth, not \(method.rawValue)")
         }
         if keys.certificate != nil, let method, !usesKey.contains(method) {

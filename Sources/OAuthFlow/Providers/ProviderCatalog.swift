@@ -215,7 +215,7 @@ extension ProviderCatalog {
 extension ProviderCatalog {
     /// Every key a provider entry may have: the documented ones, their OAuthKit aliases, and the
     /// OAuthKit keys that are accepted and ignored (`encodeHttpBody`, `icon`, `authorizationPattern`).
-    static let knownKeys: Set<String> = [
+    static let knownKeys: Set<String> = Set<String>([
         "id", "authorizationURL", "tokenURL", "accessTokenURL", "deviceAuthorizationURL", "deviceCodeURL", "revocationURL",
         "introspectionURL", "userinfoURL", "issuer", "jwksURL", "clientID", "clientSecret", "clientSecretEnv",
         "clientSecretFile", "clientAuthentication", "redirectURI", "scopes", "scope", "authorizationParameters", "userAgent",
@@ -223,7 +223,7 @@ extension ProviderCatalog {
         "clientKeyFile", "clientKeyID", "clientCertificateFile", "clientAssertionAlgorithm", "clientAssertionAudience", "caFile",
         "serviceAccountFile", "subject",
         "pushedAuthorization", "pushedAuthorizationURL", "requestObject",
-    ]
+    ]).union(ProviderCatalog.grantKeys)
 
     /// `"clientSecrett" is not a known key; did you mean "clientSecret"?` The key is shown
     /// escaped and shortened; the suggestion is the known key at the smallest edit distance.
@@ -307,7 +307,8 @@ extension ProviderCatalog {
             let algorithms = try signingAlgorithms()
             guard let clientID = try string("clientID") ?? serviceAccount?.clientEmail else { throw fail("clientID", "is required") }
             let secret = try clientSecret()
-            let authentication = try clientAuthentication(hasSecret: secret != nil)
+            let grantSettings = try grantSettings()
+            let authentication = try clientAuthentication(hasSecret: secret != nil) ?? defaultAuthentication(grantSettings, hasSecret: secret != nil)
             let credentials = try clientCredentials(method: authentication)
             let redirectURI = try redirectURI()
             let scopes = try aliased("scopes", "scope", { key throws(OAuthError) in try scopeList(key) })
@@ -325,6 +326,7 @@ extension ProviderCatalog {
                 clientAssertionAudience: credentials.audience, caFile: credentials.caFile, serviceAccount: serviceAccount,
                 serviceAccountSubject: try string("subject"))
             try authorizationRequestOptions(into: &provider)
+            provider.grantSettings = grantSettings
             do {
                 try provider.validate()
             } catch {

@@ -42,6 +42,10 @@ enum StoredEntry {
         }
         out.append(",\"issuedAt\":")
         out.number(set.issuedAt.timeIntervalSince1970)
+        if let issuedTokenType = set.issuedTokenType {
+            out.append(",\"issuedTokenType\":")
+            out.quote(issuedTokenType)
+        }
         out.append(set.needsReauthorization ? ",\"needsReauthorization\":true" : ",\"needsReauthorization\":false")
         out.append(",\"providerID\":")
         out.quote(set.providerID)
@@ -137,9 +141,11 @@ enum StoredEntry {
         let tokenType = try fields.requiredString("tokenType")
         let refreshToken = try fields.string("refreshToken")
         let rawIDToken = try fields.string("idToken")
+        let issuedTokenType = try fields.string("issuedTokenType")
         // Entries written before tokens were checked are checked on the way out: one holding CR LF
         // is refused here, never printed by `authflow token` or put in a header.
-        try TokenSyntax.check(accessToken: accessToken, tokenType: tokenType, refreshToken: refreshToken, idToken: rawIDToken,
+        let checkedType = try TokenResponse.checkedTokenType(tokenType, issued: issuedTokenType, fail: fields.fail)
+        try TokenSyntax.check(accessToken: accessToken, tokenType: checkedType, refreshToken: refreshToken, idToken: rawIDToken,
                               names: ("accessToken", "tokenType", "refreshToken", "idToken"), fail: fields.fail)
         let idToken = rawIDToken.map(Secret.init)
         var validated: IDToken?
@@ -151,6 +157,6 @@ enum StoredEntry {
             tokenType: tokenType, refreshToken: refreshToken.map(Secret.init),
             idToken: idToken, validatedIDToken: validated, scopes: try fields.strings("scopes") ?? [],
             issuedAt: issuedAt, expiresAt: try fields.date("expiresAt"), grant: grant,
-            needsReauthorization: try fields.bool("needsReauthorization") ?? false)
+            needsReauthorization: try fields.bool("needsReauthorization") ?? false, issuedTokenType: issuedTokenType)
     }
 }

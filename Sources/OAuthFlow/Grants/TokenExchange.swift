@@ -1,0 +1,154 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The token type identifiers of [RFC 8693 §3](https://www.rfc-editor.org/rfc/rfc8693#section-3):
+/// what a token exchange's `subject_token_type`, `actor_token_type`, `requested_token_type` and
+/// `issued_token_type` hold. Pass them to ``AuthFlow/exchangeToken(provider:subjectToken:subjectTokenType:actorToken:actorTokenType:audience:resources:scopes:requestedTokenType:)``;
+/// compare ``Authorization/issuedTokenType`` with them. It throws nothing.
+public enum TokenType {
+    /// An OAuth 2.0 access token.
+    public static let accessToken = "urn:ietf:params:oauth:token-type:access_token"
+    /// An OAuth 2.0 refresh token.
+    public static let refreshToken = "urn:ietf:params:oauth:token-type:refresh_token"
+    /// An OpenID Connect ID token.
+    public static let idToken = "urn:ietf:params:oauth:token-type:id_token"
+    /// A JWT (RFC 7519), such as a Kubernetes service-account token or a CI's OIDC token: the default subject token type.
+    public static let jwt = "urn:ietf:params:oauth:token-type:jwt"
+    /// A base64url-encoded SAML 1.1 assertion.
+    public static let saml1 = "urn:ietf:params:oauth:token-type:saml1"
+    /// A base64url-encoded SAML 2.0 assertion.
+    public static let saml2 = "urn:ietf:params:oauth:token-type:saml2"
+
+    /// `token_type` `N_A`: what was issued is not an access token (RFC 8693 §2.2.1).
+    static let notApplicable = "N_A"
+
+    /// True for an absolute URI (a scheme, then `:`) of printable ASCII without spaces, as every
+    /// token type identifier is.
+    static func isValid(_ type: String) -> Bool {
+        guard isPrintable(type), let colon = type.firstIndex(of: ":"), colon != type.startIndex else { return false }
+        let scheme = type[..<colon]
+        return scheme.utf8.allSatisfy { ASCIIText.isAlphanumeric($0) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") }
+    }
+
+    /// True for a non-empty string of visible ASCII (0x21–0x7E).
+    static func isPrintable(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { (0x21...0x7E).contains($0) }
+    }
+}
+
+/// The token exchange grant ([RFC 8693 §2.1](https://www.rfc-editor.org/rfc/rfc8693#section-2.1)):
+/// a subject token (and optionally an actor token) for a token of this provider.
+enum TokenExchangeGrant {
+    /// What one exchange sends.
+    struct Parameters {
+        var subjectToken: Secret
+        var subjectTokenType: String
+        var actorToken: Secret?
+        var actorTokenType: String?
+        var audience: [String]
+        var resources: [URL]
+        var scopes: [String]
+        var requestedTokenType: String?
+    }
+
+    /// The request: `grant_type`, `subject_token`, `subject_token_type`, then `actor_token` and
+    /// `actor_token_type`, `requested_token_type`, each `audience`, each `resource` and `scope`
+    /// when given. Retried only when it cannot have reached the server: a subject token may be
+    /// single use at the server.
+    /// - Throws: ``OAuthError`` `.configuration` for a type that is not an absolute URI, an
+    ///   actor token without its type (or a type without a token, §2.1), or an invalid resource.
+    static func request(_ parameters: Parameters, provider: Provider) throws(OAuthError) -> GrantRequest {
+        func fail(_ message: String) -> OAuthError {
+            OAuthError(.configuration, providerID: provider.id, message: "token exchange: \(message)")
+        }
+        guard TokenType.isPrintable(parameters.subjectToken.reveal()) else {
+            throw fail("the subject token is empty or holds characters outside visible ASCII")
+        }
+        guard TokenType.isValid(parameters.subjectTokenType) else {
+            throw fail("subject_token_type must be an absolute URI such as \(TokenType.jwt) (RFC 8693 §3)")
+        }
+        var fields: [(String, String)] = [
+            ("grant_type", GrantType.tokenExchange.rawValue), ("subject_token", parameters.subjectToken.reveal()),
+            ("subject_token_type", parameters.subjectTokenType),
+        ]
+        switch (parameters.actorToken, parameters.actorTokenType) {
+        case (nil, nil):
+            break
+        case (let token?, let type?):
+            guard TokenType.isPrintable(token.reveal()) else { throw fail("the actor token is empty or holds characters outside visible ASCII") }
+            guard TokenType.isValid(type) else { throw fail("actor_token_type must be an absolute URI (RFC 8693 §3)") }
+            fields += [("actor_token", token.reveal()), ("actor_token_type", type)]
+        case (_?, nil):
+            throw fail("an actor token needs its actor_token_type (RFC 8693 §2.1)")
+        case (nil, _?):
+            throw fail("actor_token_type is given without an actor token (RFC 8693 §2.1)")
+        }
+        if let requested = parameters.requestedTokenType {
+            guard TokenType.isValid(requested) else { throw fail("requested_token_type must be an absolute URI (RFC 8693 §3)") }
+            fields.append(("requested_token_type", requested))
+        }
+        for audience in parameters.audience {
+            guard TokenType.isPrintable(audience) else { throw fail("an audience must be a non-empty string of visible ASCII") }
+            fields.append(("audience", audience))
+        }
+        try ResourceIndicators.append(parameters.resources, to: &fields, provider: provider)
+        if !parameters.scopes.isEmpty { fields.append(("scope", parameters.scopes.joined(separator: " "))) }
+        return GrantRequest(.post(fields, retrying: .beforeResponse), grant: .tokenExchange, requestedScopes: parameters.scopes)
+    }
+}
+
+/// Resource indicators ([RFC 8707 §2](https://www.rfc-editor.org/rfc/rfc8707#section-2)): one
+/// `resource` parameter per target, each an absolute URI without a fragment.
+enum ResourceIndicators {
+    /// Appends a `resource` field for each of `resources`, in order.
+    /// - Throws: ``OAuthError`` `.configuration` naming the problem of a resource that is not an
+    ///   absolute URI or has a fragment.
+    static func append(_ resources: [URL], to fields: inout [(String, String)], provider: Provider) throws(OAuthError) {
+        for resource in resources {
+            if let problem = Provider.resourceProblem(resource) {
+                throw OAuthError(.configuration, providerID: provider.id, message: "resource \(DisplayText.escape(String(resource.absoluteString.prefix(200)))) \(problem)")
+            }
+            fields.append(("resource", resource.absoluteString))
+        }
+    }
+}
+
+/// Reads a token-exchange subject token from its file (catalog `subjectTokenFile`) on every exchange.
+enum SubjectTokenFile {
+    /// The largest subject token file read (a JWT of a few KiB in practice).
+    static let maximumBytes = 64 * 1024
+
+    /// The token in the file at `path`: trailing line breaks and spaces dropped; the rest must be
+    /// visible ASCII (a JWT, or any opaque token).
+    /// - Throws: ``OAuthError`` `.configuration` naming the file and what is wrong (missing, not a
+    ///   regular file, empty, too large, not a token); never the file's contents.
+    static func read(_ path: String, providerID: String) throws(OAuthError) -> Secret {
+        let label = "the subject token file \(DisplayText.escape(path))"
+        var bytes: [UInt8]
+        do {
+            bytes = try CredentialFile.read(path, isPrivate: false)
+        } catch {
+            throw OAuthError(.configuration, providerID: providerID, message: "\(label) \(error.reason)")
+        }
+        defer { wipe(&bytes) }
+        guard bytes.count <= maximumBytes else {
+            throw OAuthError(.configuration, providerID: providerID, message: "\(label) is larger than \(maximumBytes >> 10) KiB")
+        }
+        var end = bytes.count
+        while end > 0, bytes[end - 1] == UInt8(ascii: "\n") || bytes[end - 1] == UInt8(ascii: "\r")
+            || bytes[end - 1] == UInt8(ascii: " ") || bytes[end - 1] == UInt8(ascii: "\t") {
+            end -= 1
+        }
+        guard end > 0 else {
+            throw OAuthError(.configuration, providerID: providerID, message: "\(label) is empty (only white space)")
+        }
+        guard bytes[..<end].allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw OAuthError(.configuration, providerID: providerID,
+                             message: "\(label) does not hold one token: it has characters outside visible ASCII (such as spaces or several lines)")
+        }
+        return Secret(String(decoding: bytes[..<end], as: UTF8.self))
+    }
+}
