@@ -222,6 +222,7 @@ extension ProviderCatalog {
         "customUserAgent", "debug", "encodeHttpBody", "icon", "authorizationPattern",
         "clientKeyFile", "clientKeyID", "clientCertificateFile", "clientAssertionAlgorithm", "clientAssertionAudience", "caFile",
         "serviceAccountFile", "subject",
+        "gitUsername",  // read by the authflow CLI (git-credential), not by the library
     ]
 
     /// `"clientSecrett" is not a known key; did you mean "clientSecret"?` The key is shown
