@@ -125,6 +125,22 @@ struct GitCredentialTests {
         #expect(h.mock.requests().isEmpty)
     }
 
+    @Test("get with no login on a terminal logs in first (its instructions on stderr, stdout left to git), then answers")
+    func logsInOnTerminal() async throws {
+        let h = try Harness()
+        defer { h.directory.remove() }
+        try h.catalog(catalogEntry(id: "gh", base: h.base))
+        h.mock.script(.deviceAuthorization, [.deviceCode(user: "WDJB-MJHT", interval: 5)])
+        h.mock.script(.token, [.oauthError("authorization_pending"), .token(access: "at-prompted", refresh: "rt-prompted")])
+        let run = await h.run(["git-credential", "gh", "get"], environment: ["NO_COLOR": "1"], terminal: true,
+                              services: h.services(standardInput: Self.https))
+        #expect(run.status == .success, "\(run.stderr)")
+        #expect(run.stdout.hasPrefix("username=oauth2\npassword=at-prompted\n"))
+        #expect(run.stdout.split(separator: "\n").count == 3, "only git's answer on stdout")
+        #expect(run.stderr.contains("WDJB-MJHT") && run.stderr.contains("https://example.com/device"))
+        #expect(h.directory.storedKeys == ["gh"])
+    }
+
     @Test("git-credential needs PROVIDER and ACTION; gitUsername with a line break is refused with exit 65")
     func usageAndBadUsername() async throws {
         #expect(throws: UsageError("missing ACTION", command: "git-credential")) { try Authflow.parse(["git-credential", "gh"]) }
