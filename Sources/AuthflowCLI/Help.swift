@@ -198,7 +198,7 @@ extension Authflow {
         ("AUTHFLOW_DEBUG", ["set and not 0: the library's log lines (shapes, never secrets) go to stderr"]),
         ("DISPLAY, WAYLAND_DISPLAY", ["when either is set, login prefers the browser and opens it with xdg-open"]),
         ("NO_COLOR", ["when set, no colour"]),
-        ("TERM", ["dumb: no colour; with NO_COLOR, no QR code unless login --qr"]),
+        ("TERM", ["dumb: no colour, and (as with NO_COLOR) no QR code unless login --qr"]),
         ("COLUMNS", ["the terminal width when stderr's cannot be read (does the QR code fit)"]),
         ("GIT_TERMINAL_PROMPT", ["0: git-credential never logs in on the terminal"]),
         ("KUBERNETES_EXEC_INFO", ["set by kubectl: the ExecCredential apiVersion and whether kube-credential may prompt"]),
