@@ -7,7 +7,9 @@
 #
 # --install [PREFIX]  install each executable built into PREFIX/bin (default PREFIX: /usr/local),
 #                     mode 0755; PREFIX must contain a '/' (/opt/authflow, ~/.local, ./dist). When
-#                     PREFIX/bin is not writable, the copy (only the copy) runs under sudo.
+#                     PREFIX/bin is not writable, the copy (only the copy) runs under sudo. With
+#                     authflow, also its man page (PREFIX/share/man/man1/authflow.1) and bash, zsh
+#                     and fish completions (PREFIX/share/...), made by `authflow man|completion`.
 #
 # - `--static-swift-stdlib`: the Swift runtime, FoundationEssentials and Dispatch linked in;
 # - libstdc++ linked statically when its archive is installed (g++ / libstdc++-12-dev): a linker
@@ -95,3 +97,22 @@ for product in "${PRODUCTS[@]}"; do
     echo "$SCRATCH/release/$product"
   fi
 done
+
+# The manual page and the completion scripts, made by the installed authflow from its command table
+# (Documentation/CLI.md, "completion and man").
+if [[ -n "$INSTALL" && " ${PRODUCTS[*]} " == *" authflow "* ]]; then
+  generated="$(mktemp -d)"
+  trap 'rm -rf "$generated"' EXIT
+  "$SCRATCH/release/authflow" man > "$generated/authflow.1"
+  for shell in bash zsh fish; do "$SCRATCH/release/authflow" completion "$shell" > "$generated/$shell"; done
+  while read -r source target; do
+    "${SUDO[@]}" install -d -m 0755 "$(dirname "$INSTALL/$target")"
+    "${SUDO[@]}" install -m 0644 "$generated/$source" "$INSTALL/$target"
+    echo "$INSTALL/$target"
+  done <<'FILES'
+authflow.1 share/man/man1/authflow.1
+bash share/bash-completion/completions/authflow
+zsh share/zsh/site-functions/_authflow
+fish share/fish/vendor_completions.d/authflow.fish
+FILES
+fi

@@ -47,6 +47,16 @@ public enum Command: Sendable, Equatable {
     case userinfo(provider: String)
     /// `demo`.
     case demo
+    /// `token PROVIDER --header`: `Authorization: Bearer …` for `curl -H @-`.
+    case tokenHeader(provider: String)
+    /// `git-credential PROVIDER ACTION`: git's credential helper (`get`, `store`, `erase`).
+    case gitCredential(provider: String, action: String)
+    /// `kube-credential PROVIDER`: kubectl's exec credential plugin.
+    case kubeCredential(provider: String)
+    /// `completion bash|zsh|fish`; nil: `completion --provider-ids`.
+    case completion(shell: String?)
+    /// `man`: the manual page in roff.
+    case manPage
     /// `help [COMMAND]`, `--help`, `-h`.
     case help(topic: String?)
     /// `--version`.
@@ -63,6 +73,11 @@ public enum Command: Sendable, Equatable {
         case .discover: return "discover"
         case .userinfo: return "userinfo"
         case .demo: return "demo"
+        case .tokenHeader: return "token"
+        case .gitCredential: return "git-credential"
+        case .kubeCredential: return "kube-credential"
+        case .completion: return "completion"
+        case .manPage: return "man"
         case .help: return "help"
         case .version: return "--version"
         }
@@ -91,14 +106,19 @@ public struct LoginOptions: Sendable, Equatable {
     public var json: Bool
     /// `--timeout`: how long a browser login waits for its callback, in seconds.
     public var timeout: Int
+    /// `--qr` (true) or `--no-qr` (false): whether a device login draws its link as a QR code;
+    /// nil draws it when stderr is a terminal wide enough, colour is allowed and libqrencode loads.
+    public var qr: Bool?
 
     /// The default browser wait: 5 minutes.
     public static let defaultTimeout = 300
 
     /// Creates login options.
     public init(
-        provider: String, method: Method? = nil, scopes: [String] = [], json: Bool = false, timeout: Int = LoginOptions.defaultTimeout
+        provider: String, method: Method? = nil, scopes: [String] = [], json: Bool = false, timeout: Int = LoginOptions.defaultTimeout,
+        qr: Bool? = nil
     ) {
+        self.qr = qr
         self.provider = provider
         self.method = method
         self.scopes = scopes
@@ -125,12 +145,12 @@ public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 extension Authflow {
-    /// The commands, in the order `--help` lists them.
-    static let commandNames = ["providers", "discover", "login", "token", "status", "userinfo", "logout", "demo", "help"]
+    /// The commands, in the order `--help` lists them (from ``commands``).
+    static let commandNames = commands.map(\.name)
 
-    private static let valueOptions: Set<String> = [
-        "--config", "--store", "--store-key-file", "--store-previous-key-file", "--scope", "--timeout", "--id", "--client-id",
-    ]
+    /// Every option that takes a value, global or of any command (from ``globalOptions`` and ``commands``).
+    private static let valueOptions: Set<String> =
+        Set((globalOptions + commands.flatMap(\.options)).filter { $0.value != nil }.map(\.name))
 
     /// Parses the arguments after the program name.
     ///
@@ -212,28 +232,24 @@ extension Authflow {
             throw UsageError("unknown command '\(commandName)'")
         }
 
-        // Per command: which options it takes and how many positionals.
-        func only(_ allowed: Set<String>) throws(UsageError) {
-            for option in options where !allowed.contains(option.name) {
-                throw UsageError("unknown option '\(option.name)' for '\(commandName)'", command: commandName)
-            }
+        // The command's entry in the table says which options it takes and how many positionals.
+        let spec = command(commandName)
+        for option in options where !(spec?.optionNames.contains(option.name) ?? false) {
+            throw UsageError("unknown option '\(option.name)' for '\(commandName)'", command: commandName)
+        }
+        let range = spec?.positionals ?? 0...0
+        if positionals.count < range.lowerBound {
+            throw UsageError("missing \(spec?.positionalNames[positionals.count] ?? "argument")", command: commandName)
+        }
+        if positionals.count > range.upperBound {
+            throw UsageError("unexpected argument '\(positionals[range.upperBound])'", command: commandName)
         }
         func flag(_ name: String) -> Bool { options.contains { $0.name == name } }
-        func expectPositionals(_ range: ClosedRange<Int>, _ what: String) throws(UsageError) {
-            if positionals.count < range.lowerBound { throw UsageError("missing \(what)", command: commandName) }
-            if positionals.count > range.upperBound {
-                throw UsageError("unexpected argument '\(positionals[range.upperBound])'", command: commandName)
-            }
-        }
 
         switch commandName {
         case "providers":
-            try only(["--json"])
-            try expectPositionals(0...0, "")
             return invocation(.providers(json: flag("--json")))
         case "login":
-            try only(["--json", "--device", "--browser", "--client-credentials", "--scope", "--timeout"])
-            try expectPositionals(1...1, "PROVIDER")
             let methods = LoginOptions.Method.allCases.filter { flag("--\($0.rawValue)") }
             guard methods.count <= 1 else {
                 throw UsageError("choose one of --device, --browser, --client-credentials", command: commandName)
@@ -256,37 +272,45 @@ extension Authflow {
                 }
                 timeout = seconds
             }
+            guard !(flag("--qr") && flag("--no-qr")) else { throw UsageError("choose one of --qr, --no-qr", command: commandName) }
             return invocation(.login(LoginOptions(provider: positionals[0], method: methods.first, scopes: scopes,
-                                                  json: flag("--json"), timeout: timeout)))
+                                                  json: flag("--json"), timeout: timeout,
+                                                  qr: flag("--qr") ? true : flag("--no-qr") ? false : nil)))
         case "token":
-            try only(["--json"])
-            try expectPositionals(1...1, "PROVIDER")
+            if flag("--header") {
+                guard !flag("--json") else { throw UsageError("choose one of --json, --header", command: commandName) }
+                return invocation(.tokenHeader(provider: positionals[0]))
+            }
             return invocation(.token(provider: positionals[0], json: flag("--json")))
+        case "git-credential":
+            return invocation(.gitCredential(provider: positionals[0], action: positionals[1]))
+        case "kube-credential":
+            return invocation(.kubeCredential(provider: positionals[0]))
+        case "completion":
+            if flag("--provider-ids") {
+                guard positionals.isEmpty else { throw UsageError("--provider-ids takes no SHELL", command: commandName) }
+                return invocation(.completion(shell: nil))
+            }
+            guard let shell = positionals.first else { throw UsageError("missing SHELL", command: commandName) }
+            guard Completion.Shell(rawValue: shell) != nil else {
+                throw UsageError("no completion for '\(DisplayText.escape(shell))'; choose bash, zsh or fish", command: commandName)
+            }
+            return invocation(.completion(shell: shell))
+        case "man":
+            return invocation(.manPage)
         case "status":
-            try only(["--json"])
-            try expectPositionals(0...1, "")
             return invocation(.status(provider: positionals.first, json: flag("--json")))
         case "userinfo":
-            try only([])
-            try expectPositionals(1...1, "PROVIDER")
             return invocation(.userinfo(provider: positionals[0]))
         case "logout":
-            try only(["--local"])
-            try expectPositionals(1...1, "PROVIDER")
             return invocation(.logout(provider: positionals[0], localOnly: flag("--local")))
         case "discover":
-            try only(["--json", "--id", "--client-id"])
-            try expectPositionals(1...1, "ISSUER")
             return invocation(.discover(DiscoverOptions(
                 issuer: positionals[0], id: options.last { $0.name == "--id" }?.value,
                 clientID: options.last { $0.name == "--client-id" }?.value, json: flag("--json"))))
         case "demo":
-            try only([])
-            try expectPositionals(0...0, "")
             return invocation(.demo)
         default:  // help
-            try only([])
-            try expectPositionals(0...1, "")
             if let topic = positionals.first, !commandNames.contains(topic) {
                 throw UsageError("unknown command '\(topic)'", command: "help")
             }

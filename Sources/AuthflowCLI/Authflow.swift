@@ -26,13 +26,16 @@ public enum Authflow {
         public var openURL: @Sendable (URL) -> Void
         /// How long a command waits for another process holding a store lock.
         public var lockTimeout: Duration
+        /// Standard input to its end, at most 64 KiB (what git sends `git-credential`); read only by that command.
+        public var standardInput: @Sendable () -> String
 
         /// The real world: network, wall clock, `xdg-open`.
         public init(
             transport: (any HTTPTransport)? = nil, clock: any Clock<Duration> = ContinuousClock(),
             now: @escaping @Sendable () -> Date = { Date() }, openURL: @escaping @Sendable (URL) -> Void = Authflow.xdgOpen,
-            lockTimeout: Duration = .seconds(30)
+            lockTimeout: Duration = .seconds(30), standardInput: @escaping @Sendable () -> String = Authflow.readStandardInput
         ) {
+            self.standardInput = standardInput
             self.transport = transport
             self.clock = clock
             self.now = now
@@ -146,6 +149,19 @@ public enum Authflow {
             case .discover(let options): status = try await context.discover(options)
             case .userinfo(let provider): status = try await context.userinfo(provider)
             case .demo: status = await Demo(context: context).run()
+            case .tokenHeader(let provider): status = try await context.tokenHeader(provider)
+            case .gitCredential(let provider, let action): status = try await context.gitCredential(provider, action: action)
+            case .kubeCredential(let provider): status = try await context.kubeCredential(provider)
+            case .completion(let shell?):
+                output.stdout.write(Completion.script(for: Completion.Shell(rawValue: shell) ?? .bash))
+                status = .success
+            case .completion(nil):
+                output.stdout.write(try context.catalogEntries().compactMap { $0["id"]?.stringValue }.filter(Completion.isWord)
+                    .map { $0 + "\n" }.joined())
+                status = .success
+            case .manPage:
+                output.stdout.write(ManPage.roff())
+                status = .success
             }
         } catch {
             return context.report(error)

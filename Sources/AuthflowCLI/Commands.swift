@@ -119,6 +119,17 @@ extension Context {
         return .success
     }
 
+    /// `token PROVIDER --header`: `Authorization: Bearer <token>` and a newline, for `curl -H @-`.
+    func tokenHeader(_ id: String) async throws(CLIError) -> ExitCode {
+        let flow = try await flow([provider(id)], store: store())
+        do {
+            out.write("Authorization: \(try await flow.tokenSource(for: id).authorizationHeaderValue())\n")
+        } catch {
+            throw .oauth(error, provider: id)
+        }
+        return .success
+    }
+
     // MARK: status
 
     func status(_ id: String?, json: Bool) async throws(CLIError) -> ExitCode {

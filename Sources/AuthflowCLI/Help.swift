@@ -2,116 +2,244 @@ extension Authflow {
     /// The version `--version` prints.
     public static let version = "0.1.0"
 
-    static func usageLine(_ command: String) -> String {
-        switch command {
-        case "providers": return "authflow [--config FILE] providers [--json]"
-        case "login":
-            return "authflow [--config FILE] [--store DIR] login PROVIDER [--device | --browser | --client-credentials] "
-                + "[--scope S]... [--json] [--timeout SECONDS]"
-        case "token": return "authflow [--config FILE] [--store DIR] token PROVIDER [--json]"
-        case "status": return "authflow [--config FILE] [--store DIR] status [PROVIDER] [--json]"
-        case "logout": return "authflow [--config FILE] [--store DIR] logout PROVIDER [--local]"
-        case "discover": return "authflow discover ISSUER [--id ID] [--client-id CLIENT_ID] [--json]"
-        case "userinfo": return "authflow [--config FILE] [--store DIR] userinfo PROVIDER"
-        case "demo": return "authflow demo"
-        case "help": return "authflow help [COMMAND]"
-        default: return "authflow [--config FILE] [--store DIR] <command> [arguments]"
-        }
-    }
-
-    /// The text of `authflow help [COMMAND]`.
-    static func helpText(_ topic: String?) -> String {
-        guard let topic else { return generalHelp }
-        let body: String
-        switch topic {
-        case "providers":
-            body = """
-            List the configured providers and the login methods each supports.
-
-              --json    one JSON object per provider per line: id, grants, login (the default method), scopes
-            """
-        case "login":
-            body = """
+    /// Every command, in the order `help` lists them: the one table `help`, the parser, the
+    /// completions and the man page read (see ``CommandSpec`` for how to add one).
+    static let commands: [CommandSpec] = [
+        CommandSpec(
+            "providers", usage: "[--config FILE] providers [--json]", synopsis: "providers [--json]",
+            summary: "list configured providers and the grants each supports",
+            about: "List the configured providers and the login methods each supports.",
+            options: [OptionSpec("--json", "one JSON object per provider per line: id, grants, login (the default method), scopes")]),
+        CommandSpec(
+            "login",
+            usage: "[--config FILE] [--store DIR] login PROVIDER [--device | --browser | --client-credentials] "
+                + "[--scope S]... [--json] [--timeout SECONDS] [--qr | --no-qr]",
+            synopsis: "login PROVIDER [--device | --browser | --client-credentials] [--scope S]... [--json]",
+            summary: "log in and store the tokens", positionalNames: ["PROVIDER"], positionals: 1...1, takesProvider: true,
+            about: """
             Log in to PROVIDER and store its tokens.
 
             Without a flag, authflow uses the device grant when the provider has a device endpoint
             and no display is available (neither DISPLAY nor WAYLAND_DISPLAY is set), and the browser
             otherwise. A provider with a client secret and neither a redirectURI nor a device endpoint
             uses client credentials.
-
-              --device                RFC 8628 device authorization: prints a URL and a code to type
-                                      on any device, counts down, and polls until you approve
-              --browser               authorization code + PKCE: prints the authorization URL (and
-                                      opens it with xdg-open when a display is present), then waits
-                                      for the redirect on a loopback address (RFC 8252)
-              --client-credentials    RFC 6749 §4.4, for a confidential client
-              --scope S               request scope S instead of the provider's (repeatable)
-              --json                  JSON Lines on stdout, one object per state transition
-              --timeout SECONDS       how long the browser login waits for its redirect (default 300)
-
-            Ctrl-C cancels the login promptly, stores nothing, and exits 130.
-            """
-        case "token":
-            body = """
+            """,
+            options: [
+                OptionSpec("--device", "RFC 8628 device authorization: prints a URL and a code to type",
+                           "on any device, counts down, and polls until you approve"),
+                OptionSpec("--browser", "authorization code + PKCE: prints the authorization URL (and",
+                           "opens it with xdg-open when a display is present), then waits",
+                           "for the redirect on a loopback address (RFC 8252)"),
+                OptionSpec("--client-credentials", "RFC 6749 §4.4, for a confidential client"),
+                OptionSpec("--scope", value: "S", "request scope S instead of the provider's (repeatable)"),
+                OptionSpec("--json", "JSON Lines on stdout, one object per state transition"),
+                OptionSpec("--timeout", value: "SECONDS", "how long the browser login waits for its redirect (default 300)"),
+                OptionSpec("--qr", "also draw the device login's link as a QR code on stderr, even when it",
+                           "would not be (by default: when stderr is a terminal wide enough for it,",
+                           "and neither NO_COLOR nor TERM=dumb is set; needs libqrencode)"),
+                OptionSpec("--no-qr", "never draw the QR code"),
+            ],
+            notes: "Ctrl-C cancels the login promptly, stores nothing, and exits 130."),
+        CommandSpec(
+            "token", usage: "[--config FILE] [--store DIR] token PROVIDER [--json] [--header]", synopsis: "token PROVIDER [--json]",
+            summary: "print a valid access token; refresh or re-fetch when needed", positionalNames: ["PROVIDER"],
+            positionals: 1...1, takesProvider: true,
+            about: """
             Print a valid access token for PROVIDER and a newline on stdout, nothing else.
 
             The stored token is used while valid; otherwise it is refreshed (or fetched again for
             client credentials) and stored. Everything but the token goes to stderr.
-
-              --json    one JSON object instead: access_token, token_type, expires_at, scopes
-
+            """,
+            options: [
+                OptionSpec("--json", "one JSON object instead: access_token, token_type, expires_at, scopes"),
+                OptionSpec("--header", "the header line instead: Authorization: Bearer <token>"),
+            ],
+            notes: """
             Example: curl -H "Authorization: Bearer $(authflow token github)" https://api.github.com/user
-            """
-        case "status":
-            body = """
+                 or: authflow token github --header | curl -H @- https://api.github.com/user
+            """),
+        CommandSpec(
+            "status", usage: "[--config FILE] [--store DIR] status [PROVIDER] [--json]", synopsis: "status [PROVIDER] [--json]",
+            summary: "what is stored: expiry, scopes, refreshable, needs login", positionalNames: ["PROVIDER"],
+            positionals: 0...1, takesProvider: true,
+            about: """
             Show what is stored, for PROVIDER or for every configured provider: expiry, scopes,
             whether a refresh token is held, and whether a new login is needed. Never a token.
             With PROVIDER, exits 77 when it has no usable authorization.
-
-              --json    one JSON object per provider per line
-            """
-        case "userinfo":
-            body = """
+            """,
+            options: [OptionSpec("--json", "one JSON object per provider per line")]),
+        CommandSpec(
+            "discover", usage: "discover ISSUER [--id ID] [--client-id CLIENT_ID] [--json]", synopsis: "discover ISSUER [--json]",
+            summary: "fetch an issuer's metadata and print a catalog entry for it", positionalNames: ["ISSUER"], positionals: 1...1,
+            about: """
+            Fetch ISSUER's metadata (OpenID Connect Discovery 1.0; RFC 8414 when there is no OpenID
+            document) and print its endpoints, then a catalog entry to paste into providers.json:
+            {"id", "issuer", "clientID"} — the endpoints are discovered again when the entry is used.
+            Exits 65 when the document's issuer is not exactly ISSUER.
+            """,
+            options: [
+                OptionSpec("--id", value: "ID", "the entry's id (default: ISSUER's host, with ':' as '-')"),
+                OptionSpec("--client-id", value: "ID", "the entry's clientID (default: YOUR-CLIENT-ID, to replace)"),
+                OptionSpec("--json", "one JSON object: issuer, metadata (the document as sent), catalog_entry"),
+            ],
+            optionWidth: 21),
+        CommandSpec(
+            "userinfo", usage: "[--config FILE] [--store DIR] userinfo PROVIDER", synopsis: "userinfo PROVIDER",
+            summary: "print the signed-in user's OpenID Connect claims as JSON", positionalNames: ["PROVIDER"], positionals: 1...1,
+            takesProvider: true,
+            about: """
             Print the OpenID Connect userinfo claims of PROVIDER's signed-in user as one JSON object
             on stdout (OpenID Connect Core §5.3). The access token is refreshed first when needed;
             when an ID token is held, the answer's sub must equal its sub.
-            """
-        case "logout":
-            body = """
+            """),
+        CommandSpec(
+            "logout", usage: "[--config FILE] [--store DIR] logout PROVIDER [--local]", synopsis: "logout PROVIDER [--local]",
+            summary: "revoke at the provider (when it can), then forget", positionalNames: ["PROVIDER"], positionals: 1...1,
+            takesProvider: true,
+            about: """
             Revoke PROVIDER's tokens at its revocation endpoint (RFC 7009), when it has one: the
             refresh token, then the access token. The tokens are deleted from the store in every
             case; when the provider did not confirm a revocation, authflow says which and exits
             with the status of the failure (69 unreachable, 75 temporary, 65 refused), since that
             token may stay valid at the provider until it expires.
-
-              --local   delete the stored tokens without contacting the provider
-
+            """,
+            options: [OptionSpec("--local", "delete the stored tokens without contacting the provider")],
+            optionWidth: 10,
+            notes: """
             With a postgresql:// store the entry is deleted for every process and machine that
             shares the database (each authflow run keeps no copy of its own), and a refresh in
             flight elsewhere cannot store the login again.
-            """
-        case "discover":
-            body = """
-            Fetch ISSUER's metadata (OpenID Connect Discovery 1.0; RFC 8414 when there is no OpenID
-            document) and print its endpoints, then a catalog entry to paste into providers.json:
-            {"id", "issuer", "clientID"} — the endpoints are discovered again when the entry is used.
-            Exits 65 when the document's issuer is not exactly ISSUER.
+            """),
+        CommandSpec(
+            "git-credential", usage: "[--config FILE] [--store DIR] git-credential PROVIDER get|store|erase",
+            synopsis: "git-credential PROVIDER ACTION", summary: "git's credential helper: a token as git's password",
+            positionalNames: ["PROVIDER", "ACTION"], positionals: 2...2, takesProvider: true, positionalChoices: ["get", "store", "erase"],
+            about: """
+            Answer git's credential helper protocol (gitcredentials(7)) on stdin and stdout; git runs it:
+              git config --global credential.https://HOST.helper '!authflow git-credential PROVIDER'
 
-              --id ID              the entry's id (default: ISSUER's host, with ':' as '-')
-              --client-id ID       the entry's clientID (default: YOUR-CLIENT-ID, to replace)
-              --json               one JSON object: issuer, metadata (the document as sent), catalog_entry
-            """
-        case "demo":
-            body = """
+              get      username (the catalog's gitUsername, default oauth2) and password: a valid access
+                       token, refreshed when due; nothing for a URL that is neither https nor loopback http
+              erase    (git sends it when the server refused the token) renews the token now, so the
+                       next get answers a new one; the login is kept
+              store    accepted and ignored
+
+            With nothing stored, it runs a login on the terminal when stderr is one (and
+            GIT_TERMINAL_PROMPT is not 0); else it prints one line naming authflow login and exits 77.
+            """),
+        CommandSpec(
+            "kube-credential", usage: "[--config FILE] [--store DIR] kube-credential PROVIDER",
+            synopsis: "kube-credential PROVIDER", summary: "kubectl's exec credential plugin: an ExecCredential with a token",
+            positionalNames: ["PROVIDER"], positionals: 1...1, takesProvider: true,
+            about: """
+            Print an ExecCredential (client.authentication.k8s.io) for kubectl's exec plugin: status.token,
+            a valid access token refreshed when due, and status.expirationTimestamp (RFC 3339). The
+            apiVersion is the one KUBERNETES_EXEC_INFO asks for (v1 or v1beta1), v1 without it. With
+            nothing stored it logs in on the terminal only when kubectl says interactive: true;
+            otherwise it prints one line naming authflow login and exits 77.
+            """),
+        CommandSpec(
+            "demo", usage: "demo", synopsis: "demo", summary: "the main job, end to end, offline, against an embedded provider",
+            about: """
             Run the whole job offline against an embedded mock provider: a device login (pending,
             slow_down, then approval), a refresh, and a client-credentials grant, printing each state
             transition as it happens; then the status of the temporary store, which is removed at the
             end. Time runs 20× faster in the demo. No token is printed.
-            """
-        default:
-            body = "Show help for COMMAND, or the overview."
+            """),
+        CommandSpec(
+            "completion", usage: "[--config FILE] completion bash|zsh|fish | --provider-ids", synopsis: "completion SHELL",
+            summary: "a completion script for bash, zsh or fish", positionalNames: ["SHELL"], positionals: 0...1,
+            positionalChoices: ["bash", "zsh", "fish"],
+            about: """
+            Print a completion script for SHELL: commands, options and the provider ids of the catalog
+            in use (read when you press Tab). Load it with:
+              bash:  source <(authflow completion bash)
+              zsh:   source <(authflow completion zsh)
+              fish:  authflow completion fish | source
+            """,
+            options: [OptionSpec("--provider-ids", "print the catalog's provider ids, one a line (what the scripts run)")],
+            optionWidth: 18),
+        CommandSpec(
+            "man", usage: "man", synopsis: "man", summary: "print the manual page (roff) made from this help",
+            about: """
+            Print authflow(1) in roff, from the same table as this help: read it with
+            authflow man | man -l -, or install it with scripts/release-build.sh --install.
+            """),
+        CommandSpec(
+            "help", usage: "help [COMMAND]", synopsis: "help [COMMAND]", summary: "this text, or a command's",
+            positionalNames: ["COMMAND"], positionals: 0...1, about: "Show help for COMMAND, or the overview."),
+    ]
+
+    /// The options every command takes, in the order `help` lists them.
+    static let globalOptions: [OptionSpec] = [
+        OptionSpec("--config", value: "FILE", "the provider catalog (JSON; see Documentation/Catalog.md)"),
+        OptionSpec("--store", value: "DIR", "the token store directory (created with mode 0700)"),
+        OptionSpec("--store", value: "postgresql://[USER[:PASSWORD]@]HOST[:PORT]/DB[?sslmode=…]", alternativeForm: true,
+                   "a PostgreSQL fleet store shared by many machines (one refresh for all); needs",
+                   "--store-key-file or --store-plaintext; the password may come from PGPASSWORD or ~/.pgpass"),
+        OptionSpec("--store-plaintext", "let a database store keep entries unencrypted (no key)"),
+        OptionSpec("--store-key-file", value: "FILE",
+                   "encrypt the store's entries (AES-256-GCM) with the key in FILE: 32 random bytes,",
+                   "raw or as 64 hex characters, mode 0600 (make one: umask 077; openssl rand -hex 32 > FILE)"),
+        OptionSpec("--store-previous-key-file", value: "FILE", "an older key, still accepted for reading after a rotation (repeatable)"),
+        OptionSpec("--help", short: "-h", "show help"),
+        OptionSpec("--version", short: "-V", "show the version"),
+    ]
+
+    /// The environment variables `authflow` reads, as `help` lists them.
+    static let environmentVariables: [(name: String, help: [String])] = [
+        ("AUTHFLOW_CONFIG", ["the catalog when --config is not given; else $XDG_CONFIG_HOME/authflow/providers.json,",
+                             "else ~/.config/authflow/providers.json"]),
+        ("AUTHFLOW_STORE", ["the store (a directory or a postgresql:// URI) when --store is not given;",
+                            "else $XDG_STATE_HOME/authflow, else ~/.local/state/authflow"]),
+        ("PGPASSWORD, PGSERVICE, PGSSLMODE, …", ["read by libpq for a postgresql:// store, as libpq documents them"]),
+        ("AUTHFLOW_STORE_KEY_FILE", ["the store key file when --store-key-file is not given; unset: entries are not encrypted"]),
+        ("AUTHFLOW_CATALOG_STRICT", ["0: unknown catalog keys are ignored instead of refused"]),
+        ("AUTHFLOW_DEBUG", ["set and not 0: the library's log lines (shapes, never secrets) go to stderr"]),
+        ("DISPLAY, WAYLAND_DISPLAY", ["when either is set, login prefers the browser and opens it with xdg-open"]),
+        ("NO_COLOR", ["when set, no colour"]),
+        ("TERM", ["dumb: no colour, and (as with NO_COLOR) no QR code unless login --qr"]),
+        ("COLUMNS", ["the terminal width when stderr's cannot be read (does the QR code fit)"]),
+        ("GIT_TERMINAL_PROMPT", ["0: git-credential never logs in on the terminal"]),
+        ("KUBERNETES_EXEC_INFO", ["set by kubectl: the ExecCredential apiVersion and whether kube-credential may prompt"]),
+    ]
+
+    /// The table entry of `name`.
+    static func command(_ name: String) -> CommandSpec? { commands.first { $0.name == name } }
+
+    static func usageLine(_ command: String) -> String {
+        "authflow " + (Self.command(command)?.usage ?? "[--config FILE] [--store DIR] <command> [arguments]")
+    }
+
+    /// The text of `authflow help [COMMAND]`.
+    static func helpText(_ topic: String?) -> String {
+        guard let topic else { return generalHelp }
+        guard let spec = command(topic) else { return "usage: \(usageLine(topic))\n\nShow help for COMMAND, or the overview.\n" }
+        var body = spec.about
+        if !spec.options.isEmpty {
+            let width = spec.optionWidth ?? max(8, (spec.options.map(\.displayLabel.count).max() ?? 0) + 4)
+            body += "\n\n" + columns(spec.options.map { ($0.displayLabel, $0.help) }, width: width)
         }
+        if let notes = spec.notes { body += "\n\n" + notes }
         return "usage: \(usageLine(topic))\n\n\(body)\n"
+    }
+
+    /// Two columns: each label indented by 2 and padded to `width`, its text beside it; a label
+    /// too wide for the column stands on its own line, its text below. Lines end without a newline.
+    static func columns(_ rows: [(label: String, text: [String])], width: Int) -> String {
+        let indent = String(repeating: " ", count: 2 + width)
+        return rows.map { label, text in
+            var lines: [String] = []
+            var rest = text[...]
+            if label.count + 2 <= width, let first = rest.first {
+                lines.append("  " + label + String(repeating: " ", count: width - label.count) + first)
+                rest = rest.dropFirst()
+            } else {
+                lines.append("  " + label)
+            }
+            lines += rest.map { indent + $0 }
+            return lines.joined(separator: "\n")
+        }.joined(separator: "\n")
     }
 
     static var generalHelp: String {
@@ -121,48 +249,13 @@ extension Authflow {
         usage: \(usageLine(""))
 
         Commands:
-          providers [--json]                   list configured providers and the grants each supports
-          login PROVIDER [--device | --browser | --client-credentials] [--scope S]... [--json]
-                                               log in and store the tokens
-          token PROVIDER [--json]              print a valid access token; refresh or re-fetch when needed
-          status [PROVIDER] [--json]           what is stored: expiry, scopes, refreshable, needs login
-          discover ISSUER [--json]             fetch an issuer's metadata and print a catalog entry for it
-          userinfo PROVIDER                    print the signed-in user's OpenID Connect claims as JSON
-          logout PROVIDER [--local]            revoke at the provider (when it can), then forget
-          demo                                 the main job, end to end, offline, against an embedded provider
-          help [COMMAND]                       this text, or a command's
+        \(columns(commands.map { ($0.synopsis, [$0.summary]) }, width: 37))
 
         Options:
-          --config FILE    the provider catalog (JSON; see Documentation/Catalog.md)
-          --store DIR      the token store directory (created with mode 0700)
-          --store postgresql://[USER[:PASSWORD]@]HOST[:PORT]/DB[?sslmode=…]
-                           a PostgreSQL fleet store shared by many machines (one refresh for all); needs
-                           --store-key-file or --store-plaintext; the password may come from PGPASSWORD or ~/.pgpass
-          --store-plaintext
-                           let a database store keep entries unencrypted (no key)
-          --store-key-file FILE
-                           encrypt the store's entries (AES-256-GCM) with the key in FILE: 32 random bytes,
-                           raw or as 64 hex characters, mode 0600 (make one: umask 077; openssl rand -hex 32 > FILE)
-          --store-previous-key-file FILE
-                           an older key, still accepted for reading after a rotation (repeatable)
-          -h, --help       show help
-          -V, --version    show the version
+        \(columns(globalOptions.map { ($0.displayLabel, $0.help) }, width: 17))
 
         Environment:
-          AUTHFLOW_CONFIG    the catalog when --config is not given; else $XDG_CONFIG_HOME/authflow/providers.json,
-                             else ~/.config/authflow/providers.json
-          AUTHFLOW_STORE     the store (a directory or a postgresql:// URI) when --store is not given;
-                             else $XDG_STATE_HOME/authflow, else ~/.local/state/authflow
-          PGPASSWORD, PGSERVICE, PGSSLMODE, …
-                             read by libpq for a postgresql:// store, as libpq documents them
-          AUTHFLOW_STORE_KEY_FILE
-                             the store key file when --store-key-file is not given; unset: entries are not encrypted
-          AUTHFLOW_CATALOG_STRICT
-                             0: unknown catalog keys are ignored instead of refused
-          AUTHFLOW_DEBUG     set and not 0: the library's log lines (shapes, never secrets) go to stderr
-          DISPLAY, WAYLAND_DISPLAY
-                             when either is set, login prefers the browser and opens it with xdg-open
-          NO_COLOR           when set, no colour
+        \(columns(environmentVariables.map { ($0.name, $0.help) }, width: 19))
 
         Exit codes:
         \(ExitCode.allCases.map { "  \($0)" }.joined(separator: "\n"))

@@ -34,7 +34,7 @@ extension Context {
         let store = try store()
         let id = provider.id
         let scopes = options.scopes.isEmpty ? nil : options.scopes
-        let session = LoginSession(context: self, json: options.json)
+        let session = LoginSession(context: self, json: options.json, qr: options.qr)
 
         let flow: AuthFlow
         let reporter: StateReporter
@@ -100,6 +100,7 @@ extension Context {
 final class LoginSession: Sendable {
     private let context: Context
     private let json: Bool
+    private let qr: Bool?
     private let countdown: Countdown
     private struct Seen {
         var interval: Int?
@@ -107,9 +108,10 @@ final class LoginSession: Sendable {
     }
     private let seen = Mutex(Seen())
 
-    init(context: Context, json: Bool) {
+    init(context: Context, json: Bool, qr: Bool? = nil) {
         self.context = context
         self.json = json
+        self.qr = qr
         self.countdown = Countdown(
             sink: context.err, terminal: context.output.stderrIsTerminal, style: context.errStyle, now: context.services.now)
     }
@@ -158,6 +160,11 @@ final class LoginSession: Sendable {
                 text += "Or open this link, which fills in the code:\n\(escaped(complete.absoluteString))\n"
             }
             out.write(text)
+            // After the text, which stays first for screen readers and copy-paste (see QRCode.swift).
+            if let complete = code.verificationURIComplete,
+               let drawing = context.qrCode(complete.absoluteString, forced: qr, provider: provider) {
+                err.write(drawing)
+            }
             countdown.start(expiresAt: code.expiresAt)
         case .authorizing(let provider, _):
             if let authorizationURL {

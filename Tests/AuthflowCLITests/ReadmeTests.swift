@@ -92,6 +92,7 @@ struct ReadmeTests {
                     line.removeFirst(2)
                 }
                 if let hash = line.range(of: " #") { line = String(line[..<hash.lowerBound]) }
+                if let pipe = line.range(of: " | ") { line = String(line[..<pipe.lowerBound]) }  // authflow … | curl -H @- …
                 var words = line.split(separator: " ").map(String.init)
                 if words.starts(with: ["swift", "run"]) { words.removeFirst(2) }
                 if words.first == "authflow" { commands.append(Array(words.dropFirst())) }

@@ -24,20 +24,38 @@ struct TerminalSafetyTests {
         #expect(Context.explain(error) == expected)
     }
 
-    @Test("a user_code and verification_uri with ESC or newlines are printed escaped, never raw")
+    @Test("server text with ESC or BEL (here a scope) is printed escaped, never raw")
     func deviceInstructionsEscaped() async throws {
         let h = try Harness()
         defer { h.directory.remove() }
         try h.catalog(catalogEntry(id: "gh", base: h.base))
         h.mock.script(.deviceAuthorization, [.json(
-            #"{"device_code":"dc","user_code":"\u001b[2J\u001b[HFAKE\nOpen https://evil.example","verification_uri":"https://example.com/device","expires_in":900,"interval":5}"#)])
+            #"{"device_code":"dc","user_code":"WDJB-MJHT","verification_uri":"https://example.com/device","expires_in":900,"interval":5}"#)])
         h.mock.script(.token, [.token(access: "at", scope: "read \u{1B}]0;pwned\u{7}")])
         let result = await h.run(["login", "gh"])
         #expect(result.status == .success)
         #expect(!Self.hasControl(result.stdout) && !Self.hasControl(result.stderr))
-        #expect(result.stdout.contains("\\u{1B}[2J\\u{1B}[HFAKE\\u{A}Open https://evil.example"))
-        #expect(!result.stdout.split(separator: "\n").contains("Open https://evil.example"), "no line of the server's making")
         #expect(result.stdout.contains("\\u{1B}]0;pwned\\u{7}"))
+    }
+
+    @Test("a user_code with ESC, a line break, C1 or bidi controls, or over 64 characters is refused: exit 65, nothing of it shown", arguments: [
+        #"\u001b[2J\u001b[HFAKE\nOpen https://evil.example"#, #"ABCD\rEFGH"#, #"A\u009b31m\u202eB"#, #"ABCD\u2028Open https://evil.example"#,
+        String(repeating: "W", count: 65),
+    ])
+    func hostileUserCodeRefused(userCode: String) async throws {
+        let h = try Harness()
+        defer { h.directory.remove() }
+        try h.catalog(catalogEntry(id: "gh", base: h.base))
+        h.mock.script(.deviceAuthorization, [.json(
+            #"{"device_code":"dc","user_code":"\#(userCode)","verification_uri":"https://example.com/device","expires_in":900,"interval":5}"#)])
+        for arguments in [["login", "gh"], ["login", "gh", "--json"]] {
+            let result = await h.run(arguments)
+            #expect(result.status == .dataError, "\(result.stderr)")
+            #expect(!Self.hasControl(result.stdout) && !Self.hasControl(result.stderr))
+            #expect(!result.stdout.contains("evil") && !result.stderr.contains("evil"))
+            #expect(!result.stdout.contains("WWWWWWWW") && result.stderr.contains("user_code"), "\(result.stderr)")
+        }
+        #expect(h.mock.requests(.token).isEmpty, "nothing is polled for a refused code")
     }
 
     @Test("--json escapes C1 and bidi characters as well as C0")
@@ -46,12 +64,12 @@ struct TerminalSafetyTests {
         defer { h.directory.remove() }
         try h.catalog(catalogEntry(id: "gh", base: h.base))
         h.mock.script(.deviceAuthorization, [.json(
-            #"{"device_code":"dc","user_code":"A\u009b31m\u202eB\u001b","verification_uri":"https://example.com/device","expires_in":900}"#)])
-        h.mock.script(.token, [.token(access: "at")])
+            #"{"device_code":"dc","user_code":"WDJB-MJHT","verification_uri":"https://example.com/device","expires_in":900}"#)])
+        h.mock.script(.token, [.token(access: "at", scope: "A\u{9B}31m\u{202E}B\u{1B}")])
         let result = await h.run(["login", "gh", "--json"])
         #expect(result.status == .success)
         #expect(!Self.hasControl(result.stdout))
-        #expect(result.stdout.contains(#""user_code":"A\u009b31m\u202eB\u001b""#))
+        #expect(result.stdout.contains(#""A\u009b31m\u202eB\u001b""#))
     }
 
     @Test("an error made only of control characters prints as something visible, with exit code 65")

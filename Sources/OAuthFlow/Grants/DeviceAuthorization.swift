@@ -30,11 +30,23 @@ enum DeviceAuthorizationGrant {
     /// numbers are an error, never a trap.
     static let maximumSeconds = Int(Int32.max)
 
+    /// The longest `user_code` accepted, in Unicode scalars; real ones are 8 or 9 characters.
+    static let maximumUserCodeLength = 64
+
     /// Decodes a §3.2 response received at `now`; numbers are range-checked and `interval` is
-    /// raised to at least 1 s.
+    /// raised to at least 1 s. A `user_code` longer than ``maximumUserCodeLength`` or holding a
+    /// character ``DisplayText/isUnsafe(_:)`` flags is `.invalidResponse`.
     static func decode(_ object: JSONObject, provider: String, scopes: [String], now: Date) throws(OAuthError) -> DeviceCode {
         let deviceCode = try object.requiredString("device_code")
         let userCode = try object.requiredString("user_code")
+        // A person reads and types it: no control character, line break or bidi override that could
+        // put the server's own words on the screen around it, and no page of text (RFC 8628 §6.1).
+        guard userCode.unicodeScalars.count <= maximumUserCodeLength else {
+            throw object.fail("user_code is longer than \(maximumUserCodeLength) characters")
+        }
+        guard !userCode.unicodeScalars.contains(where: DisplayText.isUnsafe) else {
+            throw object.fail("user_code holds a control character, a line break or a bidi control")
+        }
         // Google sends verification_url; RFC 8628 names it verification_uri.
         let uriKey = object.contains("verification_uri") ? "verification_uri" : "verification_url"
         guard let uri = try object.url(uriKey) else { throw object.fail("verification_uri is missing") }

@@ -223,6 +223,7 @@ extension ProviderCatalog {
         "clientKeyFile", "clientKeyID", "clientCertificateFile", "clientAssertionAlgorithm", "clientAssertionAudience", "caFile",
         "serviceAccountFile", "subject",
         "pushedAuthorization", "pushedAuthorizationURL", "requestObject",
+        "gitUsername",  // read by the authflow CLI (git-credential), not by the library
     ]).union(ProviderCatalog.grantKeys)
 
     /// `"clientSecrett" is not a known key; did you mean "clientSecret"?` The key is shown

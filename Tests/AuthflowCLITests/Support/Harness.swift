@@ -24,9 +24,9 @@ struct Harness {
     }
 
     func services(transport: (any HTTPTransport)? = nil, clock: (any Clock<Duration>)? = nil,
-                  openURL: @escaping @Sendable (URL) -> Void = { _ in }) -> Authflow.Services {
+                  openURL: @escaping @Sendable (URL) -> Void = { _ in }, standardInput: String = "") -> Authflow.Services {
         Authflow.Services(transport: transport ?? mock.transport(), clock: clock ?? self.clock, now: { [clock = self.clock] in clock.date },
-                          openURL: openURL, lockTimeout: .seconds(5))
+                          openURL: openURL, lockTimeout: .seconds(5), standardInput: { standardInput })
     }
 
     /// Runs `authflow arguments`; returns the exit status and both streams.

@@ -81,6 +81,34 @@ struct DeviceAuthorizationTests {
         for seen in await collected(recorders) { #expect(seen == expected) }
     }
 
+    @Test("a user_code with a control character, a line break, a bidi control, or over 64 characters is .invalidResponse", arguments: [
+        #"ABCD\u001b[2J"#, #"ABCD\nOpen https://evil.example"#, #"ABCD\r"#, "ABCD\\u0000", #"A\u009bB"#, #"A\u0085B"#,
+        #"A\u2028B"#, #"A\u2029B"#, #"A\u202eB"#, #"A\u2066B"#, #"A\u007fB"#, #"\tABCD"#, String(repeating: "W", count: 65),
+        String(repeating: "é", count: 65),
+    ])
+    func untrustworthyUserCode(userCode: String) async throws {
+        mock.script(.deviceAuthorization, [.json(
+            #"{"device_code":"D","user_code":"\#(userCode)","verification_uri":"https://e.example/d","expires_in":900}"#)])
+        let flow = try await flow(mock.provider(id: "dev"))
+        let error = try #require(await #expect(throws: OAuthError.self) { try await flow.authorizeWithDeviceCode(provider: "dev") })
+        #expect(error.code == .invalidResponse)
+        #expect(error.endpoint == .deviceAuthorization)
+        #expect(error.message?.contains("user_code") == true)
+        #expect(!(error.message ?? "").contains("evil") && !String(describing: error).contains("WWWW"))
+        #expect(mock.requests(.token).isEmpty)
+    }
+
+    @Test("a user_code of 64 characters, or with spaces, dashes and letters beyond ASCII, is accepted", arguments: [
+        String(repeating: "W", count: 64), "WDJB MJHT", "ÄÖÜ-1234", String(repeating: "é", count: 64),
+    ])
+    func acceptableUserCode(userCode: String) async throws {
+        mock.script(.deviceAuthorization, [.json(
+            #"{"device_code":"D","user_code":"\#(userCode)","verification_uri":"https://e.example/d","expires_in":900}"#)])
+        let flow = try await flow(mock.provider(id: "dev"))
+        let code = try await flow.requestDeviceCode(provider: "dev")
+        #expect(code.userCode == userCode)
+    }
+
     @Test("a §5.2 error at the device endpoint is .serverRejected, also with HTTP 200", arguments: [400, 200])
     func deviceEndpointError(status: Int) async throws {
         mock.script(.deviceAuthorization, [.oauthError("invalid_client", status: status)])
