@@ -167,17 +167,21 @@ extension AuthFlow {
         publish(.empty(provider: key))
     }
 
-    /// After missed notifications: every cached key that is gone from the store is forgotten. A
-    /// key that cannot be read now is dropped from memory too (the next call reads the store).
+    /// After missed notifications: every cached key the store answers it no longer holds is
+    /// forgotten. A key the store cannot answer for (the database is down, the read timed out) keeps
+    /// its copy: a store that is unreachable says nothing about a logout, and the copy is what serves
+    /// fresh tokens while it is down. A deletion missed then is caught by the next `.resync` or by
+    /// the next refresh, which re-reads the entry under the lock.
     private func recheckCachedEntries() async {
         for key in tokens.all.keys.sorted() {
+            let stored: Data?
             do {
-                if try await store.load(key) == nil { forgetDeletedElsewhere(key) }
+                stored = try await store.load(key)
             } catch {
-                proactiveTimers.cancel(key)
-                tokens[key] = nil
-                logger.warning(key, "could not re-check the local copy against the store (\(error.code)); it is dropped from memory")
+                logger.warning(key, "could not re-check the local copy against the store (\(error.code)); it is kept")
+                continue
             }
+            if stored == nil { forgetDeletedElsewhere(key) }
         }
     }
 }

@@ -394,10 +394,19 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
         for (transfer, result) in followers { transfer.finish(result) }
     }
 
+    /// Whether this transfer had a connection when it timed out: one it made (`CURLINFO_NUM_CONNECTS`
+    /// counts only successful connects) or a kept-alive one it reused. A reused connection counts no
+    /// connect and reports no connect time, but the transfer went past the connect phase, so its
+    /// pre-transfer time is set; a connect that never completed leaves all three at zero.
+    private var connected: Bool {
+        easy.info(CURLINFO_NUM_CONNECTS) > 0 || easy.info(offset: CURLINFO_CONNECT_TIME_T) > 0
+            || easy.info(offset: CURLINFO_PRETRANSFER_TIME_T) > 0
+    }
+
     private func message(for code: CURLcode, text: String) -> String {
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
-            if easy.info(offset: CURLINFO_CONNECT_TIME_T) == 0 {
+            if !connected {
                 return "no connection to \(host) within the connect timeout (\(Self.seconds(connectTimeout)))"
             }
             return "no complete response from \(host) within the total deadline (\(Self.seconds(timeout)))"
