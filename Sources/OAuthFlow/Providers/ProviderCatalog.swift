@@ -222,6 +222,7 @@ extension ProviderCatalog {
         "customUserAgent", "debug", "encodeHttpBody", "icon", "authorizationPattern",
         "clientKeyFile", "clientKeyID", "clientCertificateFile", "clientAssertionAlgorithm", "clientAssertionAudience", "caFile",
         "serviceAccountFile", "subject",
+        "agentAllow",  // read by `authflow agent` (AgentAccess.swift), not by the library
     ]
 
     /// `"clientSecrett" is not a known key; did you mean "clientSecret"?` The key is shown
