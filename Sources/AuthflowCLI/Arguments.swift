@@ -47,6 +47,8 @@ public enum Command: Sendable, Equatable {
     case userinfo(provider: String)
     /// `demo`.
     case demo
+    /// `agent [--socket PATH] [--sink SPEC]... [--notify-command CMD] [--metrics-file FILE]`.
+    case agent(AgentOptions)
     /// `help [COMMAND]`, `--help`, `-h`.
     case help(topic: String?)
     /// `--version`.
@@ -63,6 +65,7 @@ public enum Command: Sendable, Equatable {
         case .discover: return "discover"
         case .userinfo: return "userinfo"
         case .demo: return "demo"
+        case .agent: return "agent"
         case .help: return "help"
         case .version: return "--version"
         }
@@ -126,11 +129,11 @@ public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
 
 extension Authflow {
     /// The commands, in the order `--help` lists them.
-    static let commandNames = ["providers", "discover", "login", "token", "status", "userinfo", "logout", "demo", "help"]
+    static let commandNames = ["providers", "discover", "login", "token", "status", "userinfo", "logout", "demo", "agent", "help"]
 
-    private static let valueOptions: Set<String> = [
+    private static let valueOptions: Set<String> = Set([
         "--config", "--store", "--store-key-file", "--store-previous-key-file", "--scope", "--timeout", "--id", "--client-id",
-    ]
+    ]).union(AgentOptions.valueOptions)
 
     /// Parses the arguments after the program name.
     ///
@@ -284,6 +287,9 @@ extension Authflow {
             try only([])
             try expectPositionals(0...0, "")
             return invocation(.demo)
+        case "agent":
+            try expectPositionals(0...0, "")
+            return invocation(.agent(try AgentOptions.parse(options)))
         default:  // help
             try only([])
             try expectPositionals(0...1, "")

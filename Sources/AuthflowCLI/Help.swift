@@ -14,6 +14,7 @@ extension Authflow {
         case "discover": return "authflow discover ISSUER [--id ID] [--client-id CLIENT_ID] [--json]"
         case "userinfo": return "authflow [--config FILE] [--store DIR] userinfo PROVIDER"
         case "demo": return "authflow demo"
+        case "agent": return agentUsage
         case "help": return "authflow help [COMMAND]"
         default: return "authflow [--config FILE] [--store DIR] <command> [arguments]"
         }
@@ -108,6 +109,8 @@ extension Authflow {
             transition as it happens; then the status of the temporary store, which is removed at the
             end. Time runs 20× faster in the demo. No token is printed.
             """
+        case "agent":
+            body = agentHelp
         default:
             body = "Show help for COMMAND, or the overview."
         }
@@ -130,6 +133,8 @@ extension Authflow {
           userinfo PROVIDER                    print the signed-in user's OpenID Connect claims as JSON
           logout PROVIDER [--local]            revoke at the provider (when it can), then forget
           demo                                 the main job, end to end, offline, against an embedded provider
+          agent [--socket PATH] [--sink P=FILE]... [--notify-command CMD] [--metrics-file FILE]
+                                               serve fresh tokens on a Unix socket and in files (a service)
           help [COMMAND]                       this text, or a command's
 
         Options:
@@ -159,6 +164,10 @@ extension Authflow {
                              the store key file when --store-key-file is not given; unset: entries are not encrypted
           AUTHFLOW_CATALOG_STRICT
                              0: unknown catalog keys are ignored instead of refused
+          AUTHFLOW_AGENT     the agent socket 'token' asks first (off: never); unset: the default socket when it exists
+          AUTHFLOW_PROVIDER  AUTHFLOW_USER_CODE  AUTHFLOW_EXPIRES_AT  AUTHFLOW_EXPIRES_IN
+          AUTHFLOW_VERIFICATION_URI  AUTHFLOW_VERIFICATION_URI_COMPLETE
+                             set by 'agent' for its --notify-command: the login a person must approve (never a token)
           AUTHFLOW_DEBUG     set and not 0: the library's log lines (shapes, never secrets) go to stderr
           DISPLAY, WAYLAND_DISPLAY
                              when either is set, login prefers the browser and opens it with xdg-open

@@ -64,6 +64,9 @@ public final class RefreshScheduler: Sendable {
         public var refreshing = false
         /// When the last token request began, while one is in flight.
         var requestStarted: Date?
+
+        /// No token, no request, no failure yet.
+        public init() {}
     }
 
     /// The flow whose providers are kept fresh.

@@ -1,0 +1,399 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Dispatch
+import Glibc
+import OAuthFlow
+import Synchronization
+
+extension Context {
+    /// `authflow agent`: serves tokens on a Unix socket and keeps them fresh until SIGTERM.
+    func agent(_ options: AgentOptions) async throws(CLIError) -> ExitCode {
+        try await AgentService(context: self, options: options).run()
+    }
+}
+
+/// The running agent: the flow and its scheduler (replaced on SIGHUP), the socket server, the
+/// token files, the metrics, systemd notifications and re-authorizations (Documentation/Agent.md).
+final class AgentService: Sendable {
+    /// What a catalog load makes; replaced whole on SIGHUP.
+    struct Runtime: Sendable {
+        let flow: AuthFlow
+        let scheduler: RefreshScheduler
+        let access: AgentAccess
+    }
+
+    /// The name of the systemd credential (`LoadCredential=authflow-store-key:/path`) that holds the store key.
+    static let storeKeyCredential = "authflow-store-key"
+
+    let context: Context
+    let options: AgentOptions
+    let started: Date
+    private let runtime = Mutex<Runtime?>(nil)
+    private let reauthorizations = Mutex<[String: Task<Void, Never>]>([:])
+    private let store: any SecretStore
+    private let sinks: [TokenSink]
+
+    init(context: Context, options: AgentOptions) throws(CLIError) {
+        self.context = context
+        self.options = options
+        self.started = context.services.now()
+        store = try context.store(encryption: try Self.credentialEncryption(context))
+        var sinks: [TokenSink] = []
+        for sink in options.sinks {
+            let owner = try sink.owner.map { name throws(CLIError) -> UInt32 in
+                guard let uid = AgentAccess.userID(name) else { throw .usage(UsageError("--sink: no user '\(DisplayText.escape(name))'", command: "agent")) }
+                return uid
+            }
+            let group = try sink.group.map { name throws(CLIError) -> UInt32 in
+                guard let (gid, _) = AgentAccess.group(name) else { throw .usage(UsageError("--sink: no group '\(DisplayText.escape(name))'", command: "agent")) }
+                return gid
+            }
+            do {
+                sinks.append(try TokenSink(providerID: sink.provider, path: sink.path, mode: sink.mode, owner: owner, group: group, format: sink.format))
+            } catch {
+                throw .oauth(error, provider: sink.provider)
+            }
+        }
+        self.sinks = sinks
+    }
+
+    /// The store key from systemd's `LoadCredential=`, when no key file is named and
+    /// `$CREDENTIALS_DIRECTORY/authflow-store-key` exists.
+    static func credentialEncryption(_ context: Context) throws(CLIError) -> EntryEncryption? {
+        guard context.invocation.storeKeyPath == nil, (context.environment["AUTHFLOW_STORE_KEY_FILE"] ?? "").isEmpty,
+              let directory = context.environment["CREDENTIALS_DIRECTORY"], directory.hasPrefix("/"),
+              access(directory + "/" + storeKeyCredential, F_OK) == 0
+        else { return nil }
+        do {
+            return EntryEncryption(key: try StoreKey(systemdCredential: storeKeyCredential, environment: context.environment))
+        } catch {
+            throw .data(error.message ?? error.description)
+        }
+    }
+
+    func log(_ message: String) {
+        context.err.write("authflow agent: \(escaped(message))\n")
+    }
+
+    // MARK: Running
+
+    func run() async throws(CLIError) -> ExitCode {
+        let environment = context.environment
+        for number in [SIGHUP, SIGTERM, SIGINT, SIGPIPE] { signal(number, SIG_IGN) }
+        let (signals, continuation) = AsyncStream.makeStream(of: Int32.self)
+        let sources = [SIGHUP, SIGTERM, SIGINT].map { number -> any DispatchSourceSignal in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { continuation.yield(number) }
+            source.resume()
+            return source
+        }
+        defer { for source in sources { source.cancel() } }
+
+        let first = try await loadRuntime()
+        runtime.withLock { $0 = first }
+        let (listener, socketPath) = try listen(first.access)
+        let server: AgentServer
+        do {
+            server = try AgentServer(
+                listener: listener, limits: AgentServer.Limits(clientTimeout: .seconds(options.clientTimeout)),
+                log: { [weak self] in self?.log($0) }, handler: { [weak self] line, peer in
+                    await self?.answer(line, peer) ?? AgentProtocol.failure("unavailable", "the agent is stopping", recovery: "retry_later")
+                })
+        } catch {
+            throw .data("cannot start the socket server: \(String(cString: strerror(error.code)))")
+        }
+        guard server.start() else { throw .data("cannot start the socket server's thread") }
+        await first.scheduler.start()
+        log("ready: \(first.flow.providers.count) provider(s), socket \(socketPath ?? "from systemd (LISTEN_FDS)")")
+        Systemd.notify("READY=1\nSTATUS=\(summary(first))", environment: environment)
+        writeMetrics()
+
+        let watchdog = Systemd.watchdogInterval(environment: environment).map { interval in
+            Task {
+                while !Task.isCancelled {
+                    Systemd.notify("WATCHDOG=1", environment: environment)
+                    try? await Task.sleep(for: interval)
+                }
+            }
+        }
+        let metrics = options.metricsFile.map { _ in
+            Task { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(15))
+                    self?.writeMetrics()
+                }
+            }
+        }
+
+        for await number in signals {
+            guard number == SIGHUP else { break }
+            Systemd.notify("RELOADING=1", environment: environment)
+            await reload(socketPath: socketPath)
+            if let current = runtime.withLock({ $0 }) { Systemd.notify("READY=1\nSTATUS=\(summary(current))", environment: environment) }
+        }
+
+        Systemd.notify("STOPPING=1\nSTATUS=stopping", environment: environment)
+        log("stopping")
+        server.stop()
+        await server.waitUntilStopped(timeout: .seconds(5))
+        watchdog?.cancel()
+        metrics?.cancel()
+        cancelReauthorizations()
+        if let current = runtime.withLock({ $0 }) {
+            if !(await current.scheduler.waitUntilIdle(timeout: .seconds(10))) {
+                log("a token request was still in flight after 10 s; stopping anyway")
+            }
+            current.scheduler.stop()
+        }
+        writeMetrics()
+        if let socketPath { unlink(socketPath) }
+        log("stopped")
+        return .success
+    }
+
+    /// Loads the catalog and makes a flow with background renewal and its scheduler.
+    private func loadRuntime() async throws(CLIError) -> Runtime {
+        let providers = try context.catalog()
+        let access = try AgentAccess.load(try context.catalogFile(), agentUID: geteuid())
+        for sink in sinks where !providers.contains(where: { $0.id == sink.providerID }) {
+            throw .usage(UsageError("--sink names '\(sink.providerID)', which the catalog does not list", command: "agent"))
+        }
+        var flowOptions = context.flowOptions(log: { [weak self] record in
+            if record.level != .debug { self?.log(record.description) }
+        }, providers: providers)
+        flowOptions.proactiveRefresh = true
+        do throws(OAuthError) {
+            let flow = try await AuthFlow(providers: providers, store: store, transport: context.transport, options: flowOptions)
+            let scheduler = try RefreshScheduler(flow: flow) { [weak self] event in await self?.handle(event, flow: flow) }
+            return Runtime(flow: flow, scheduler: scheduler, access: access)
+        } catch {
+            throw .oauth(error, provider: nil)
+        }
+    }
+
+    /// SIGHUP: a new catalog, flow and scheduler; on failure the old ones keep serving.
+    private func reload(socketPath: String?) async {
+        let next: Runtime
+        do {
+            next = try await loadRuntime()
+        } catch {
+            log("reload failed, still serving the previous catalog: \(describe(error))")
+            return
+        }
+        cancelReauthorizations()
+        let previous = runtime.withLock { runtime in
+            defer { runtime = next }
+            return runtime
+        }
+        previous?.scheduler.stop()
+        if let socketPath {
+            let mode = next.access.socketMode
+            if let group = mode.group { _ = chown(socketPath, UInt32.max, group) }
+            _ = chmod(socketPath, mode.mode)
+        }
+        await next.scheduler.start()
+        log("reloaded: \(next.flow.providers.count) provider(s)")
+        writeMetrics()
+    }
+
+    private func describe(_ error: CLIError) -> String {
+        switch error {
+        case .oauth(let error, _): return Context.explain(error)
+        case .usage(let usage): return usage.message
+        case .data(let message): return message
+        }
+    }
+
+    /// `3 provider(s); 1 need(s) a person`.
+    private func summary(_ runtime: Runtime) -> String {
+        let statuses = runtime.scheduler.statuses
+        let needing = statuses.filter { $0.value.needsAuthorization }.keys.sorted()
+        return "\(statuses.count) provider(s)" + (needing.isEmpty ? "; all fresh" : "; needs a person: \(needing.joined(separator: ", "))")
+    }
+
+    // MARK: The socket
+
+    /// The listening socket: systemd's (`LISTEN_FDS`), else a new one at `--socket` or the default
+    /// path, whose directory is made when missing (0700, or 0711 when other users are served).
+    private func listen(_ access: AgentAccess) throws(CLIError) -> (SharedFileDescriptor, String?) {
+        if let activated = try Systemd.activatedListener(environment: context.environment) { return (SharedFileDescriptor(activated), nil) }
+        guard let path = options.socketPath ?? Authflow.defaultAgentSocket(environment: context.environment) else {
+            throw .usage(UsageError("no socket path: pass --socket PATH or set XDG_RUNTIME_DIR", command: "agent"))
+        }
+        let mode = access.socketMode
+        let directory = String(path[..<path.lastIndex(of: "/")!])
+        if !directory.isEmpty, mkdir(directory, mode.mode == 0o600 ? 0o700 : 0o711) == 0 {
+            _ = chmod(directory, mode.mode == 0o600 ? 0o700 : 0o711)   // not narrowed by the umask
+        }
+        do {
+            return (SharedFileDescriptor(try UnixSocket.listen(path, mode: mode.mode, group: mode.group)), path)
+        } catch {
+            if error.code == EADDRINUSE { throw .data("another process answers on \(path); is an agent already running?") }
+            throw .data("cannot listen on \(path): \(String(cString: strerror(error.code)))")
+        }
+    }
+
+    /// The answer line for one request.
+    func answer(_ line: [UInt8], _ peer: Peer) async -> String {
+        guard let runtime = runtime.withLock({ $0 }) else {
+            return AgentProtocol.failure("unavailable", "the agent is starting", recovery: "retry_later")
+        }
+        let request: AgentProtocol.Request
+        switch AgentProtocol.parse(line) {
+        case .failure(let failure): return failure.line
+        case .success(let parsed): request = parsed
+        }
+        switch request {
+        case .metrics:
+            guard runtime.access.isOwner(peer) else {
+                log("refused \(peer): the metrics are served to uid \(runtime.access.agentUID) only")
+                return AgentProtocol.failure("access_denied", "the metrics are served to the agent's own user only", recovery: "none")
+            }
+            return AgentProtocol.metrics(AgentMetrics.render(runtime.scheduler.statuses, now: context.services.now(), started: started))
+        case .token(let id):
+            // An unknown provider and a refused one look the same to a peer that may not ask.
+            guard runtime.flow.providers[id] != nil || runtime.access.isOwner(peer) else {
+                log("refused \(peer) for \"\(id)\": no such provider")
+                return AgentProtocol.failure("access_denied", "uid \(peer.uid) may not have the token of \"\(id)\"", recovery: "none")
+            }
+            guard runtime.flow.providers[id] != nil else {
+                return AgentProtocol.failure("unknown_provider", "no provider \"\(id)\" is configured in this agent", recovery: "fix_configuration")
+            }
+            guard runtime.access.allows(peer, id) else {
+                log("refused \(peer) for \"\(id)\": not in its agentAllow list")
+                return AgentProtocol.failure("access_denied", "uid \(peer.uid) may not have the token of \"\(id)\"; the agent's catalog must list it in agentAllow", recovery: "none")
+            }
+            do {
+                let set = try await runtime.flow.tokenSet(for: id)
+                guard Context.isHeaderSafe(set.accessToken) else {
+                    return AgentProtocol.failure("storage", "the access token holds characters a token cannot have", recovery: "reauthorize")
+                }
+                return AgentProtocol.token(set)
+            } catch {
+                return AgentProtocol.Failure(error).line
+            }
+        }
+    }
+
+    // MARK: Events
+
+    private func handle(_ event: RefreshScheduler.Event, flow: AuthFlow) async {
+        switch event {
+        case .authorized(let set):
+            for sink in sinks where sink.providerID == set.providerID {
+                do {
+                    try sink.write(set)
+                } catch {
+                    log("\(Context.explain(error))")
+                }
+            }
+        case .failed(let id, let error):
+            log("\(id): token request failed, trying again later: \(Context.explain(error))")
+        case .needsAuthorization(let id, let error):
+            log("\(id): a person is needed: \(Context.explain(error))")
+            startReauthorization(id, flow: flow)
+        }
+        writeMetrics()
+    }
+
+    private func writeMetrics() {
+        guard let path = options.metricsFile, let current = runtime.withLock({ $0 }) else { return }
+        let text = AgentMetrics.render(current.scheduler.statuses, now: context.services.now(), started: started)
+        do throws(SystemError) {
+            try AtomicFile.write(Array(text.utf8), to: path, mode: 0o644)
+        } catch {
+            log("cannot write the metrics file \(path): \(String(cString: strerror(error.code)))")
+        }
+    }
+
+    // MARK: Re-authorization
+
+    /// Starts a device authorization for `id` (once at a time), when the provider has a device endpoint.
+    private func startReauthorization(_ id: String, flow: AuthFlow) {
+        guard flow.providers[id]?.deviceAuthorizationURL != nil else {
+            log("\(id): it has no device endpoint, so the agent cannot ask a person; run: authflow login \(id)")
+            return
+        }
+        reauthorizations.withLock { tasks in
+            guard tasks[id] == nil else { return }
+            tasks[id] = Task { [weak self] in
+                await self?.reauthorize(id, flow: flow)
+                _ = self?.reauthorizations.withLock { $0.removeValue(forKey: id) }
+            }
+        }
+    }
+
+    private func cancelReauthorizations() {
+        let tasks = reauthorizations.withLock { tasks in
+            defer { tasks = [:] }
+            return Array(tasks.values)
+        }
+        for task in tasks { task.cancel() }
+    }
+
+    /// Asks a person through a device authorization until one is approved (or the agent stops).
+    private func reauthorize(_ id: String, flow: AuthFlow) async {
+        var failures = 0
+        while !Task.isCancelled {
+            do throws(OAuthError) {
+                let code = try await flow.requestDeviceCode(provider: id)
+                log("\(id): a person must approve a login: open \(code.verificationURI.absoluteString) and enter the code "
+                    + "\(code.userCode) (expires \(Timestamps.iso8601(code.expiresAt)))")
+                notify(code)
+                _ = try await flow.pollDeviceAuthorization(code)
+                log("\(id): the login was approved")
+                return
+            } catch {
+                if error.code == .cancelled || Task.isCancelled { return }
+                failures += 1
+                let delay = min(60 << min(failures - 1, 4), 900)
+                log("\(id): the device login failed (\(Context.explain(error))); asking again in \(delay) s")
+                do { try await context.services.clock.sleep(for: .seconds(delay)) } catch { return }
+            }
+        }
+    }
+
+    /// Runs `--notify-command` through `/bin/sh -c` with the login's details in its environment
+    /// (never a token or the device code); its output goes to the agent's standard error.
+    private func notify(_ code: DeviceCode) {
+        guard let command = options.notifyCommand else { return }
+        var environment = Authflow.processEnvironment().filter { !$0.key.hasPrefix("AUTHFLOW_") || $0.key == "AUTHFLOW_AGENT" }
+        environment["AUTHFLOW_PROVIDER"] = code.providerID
+        environment["AUTHFLOW_VERIFICATION_URI"] = code.verificationURI.absoluteString
+        environment["AUTHFLOW_VERIFICATION_URI_COMPLETE"] = code.verificationURIComplete?.absoluteString ?? ""
+        environment["AUTHFLOW_USER_CODE"] = code.userCode
+        environment["AUTHFLOW_EXPIRES_AT"] = Timestamps.iso8601(code.expiresAt)
+        environment["AUTHFLOW_EXPIRES_IN"] = String(code.expiresIn)
+        guard Self.spawn(["/bin/sh", "-c", command], environment: environment) else {
+            log("cannot run the notify command")
+            return
+        }
+    }
+
+    /// Starts `arguments` with `environment`, `/dev/null` as input and standard error as output;
+    /// reaped on a thread of the global queue.
+    static func spawn(_ arguments: [String], environment: [String: String]) -> Bool {
+        var actions = posix_spawn_file_actions_t()
+        guard posix_spawn_file_actions_init(&actions) == 0 else { return false }
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, 2, 1)
+        let argv = arguments.map { strdup($0) } + [nil]
+        let envp = environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            for item in argv { free(item) }
+            for item in envp { free(item) }
+        }
+        var pid: pid_t = 0
+        guard posix_spawn(&pid, arguments[0], &actions, nil, argv, envp) == 0 else { return false }
+        let child = pid
+        DispatchQueue.global().async {
+            var status: Int32 = 0
+            while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        }
+        return true
+    }
+}
