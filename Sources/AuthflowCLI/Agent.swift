@@ -294,7 +294,7 @@ final class AgentService: Sendable {
             log("\(id): token request failed, trying again later: \(Context.explain(error))")
         case .needsAuthorization(let id, let error):
             log("\(id): a person is needed: \(Context.explain(error))")
-            startReauthorization(id, flow: flow)
+            if let current = runtime.withLock({ $0 }), current.flow === flow { startReauthorization(id, runtime: current) }
         }
         writeMetrics()
     }
@@ -312,15 +312,15 @@ final class AgentService: Sendable {
     // MARK: Re-authorization
 
     /// Starts a device authorization for `id` (once at a time), when the provider has a device endpoint.
-    private func startReauthorization(_ id: String, flow: AuthFlow) {
-        guard flow.providers[id]?.deviceAuthorizationURL != nil else {
+    private func startReauthorization(_ id: String, runtime: Runtime) {
+        guard runtime.flow.providers[id]?.deviceAuthorizationURL != nil else {
             log("\(id): it has no device endpoint, so the agent cannot ask a person; run: authflow login \(id)")
             return
         }
         reauthorizations.withLock { tasks in
             guard tasks[id] == nil else { return }
             tasks[id] = Task { [weak self] in
-                await self?.reauthorize(id, flow: flow)
+                await self?.reauthorize(id, runtime: runtime)
                 _ = self?.reauthorizations.withLock { $0.removeValue(forKey: id) }
             }
         }
@@ -335,24 +335,111 @@ final class AgentService: Sendable {
     }
 
     /// Asks a person through a device authorization until one is approved (or the agent stops).
-    private func reauthorize(_ id: String, flow: AuthFlow) async {
+    ///
+    /// Agents sharing a store (a fleet) ask once: under the store's lock on the provider, an agent
+    /// takes the login (a marker entry `ID.agent-login` naming it, until the code expires) unless
+    /// another agent holds an unexpired one, or a usable login is stored already. The others check
+    /// the store every 15 s and adopt the login when it appears.
+    private func reauthorize(_ id: String, runtime: Runtime) async {
+        let flow = runtime.flow
         var failures = 0
+        var waitingFor: String?
         while !Task.isCancelled {
-            do throws(OAuthError) {
-                let code = try await flow.requestDeviceCode(provider: id)
-                log("\(id): a person must approve a login: open \(code.verificationURI.absoluteString) and enter the code "
-                    + "\(code.userCode) (expires \(Timestamps.iso8601(code.expiresAt)))")
-                notify(code)
-                _ = try await flow.pollDeviceAuthorization(code)
-                log("\(id): the login was approved")
-                return
-            } catch {
-                if error.code == .cancelled || Task.isCancelled { return }
-                failures += 1
-                let delay = min(60 << min(failures - 1, 4), 900)
-                log("\(id): the device login failed (\(Context.explain(error))); asking again in \(delay) s")
-                do { try await context.services.clock.sleep(for: .seconds(delay)) } catch { return }
+            switch await claimLogin(id) {
+            case .loggedIn:
+                do throws(OAuthError) {
+                    runtime.scheduler.adopt(try await flow.tokenSet(for: id))
+                    log("\(id): a login stored by another process is used")
+                    return
+                } catch {}
+            case .elsewhere(let owner, let until):
+                if waitingFor != owner {
+                    log("\(id): \(owner) is asking a person already (until \(Timestamps.iso8601(until))); waiting for its login")
+                    waitingFor = owner
+                }
+            case .claimed:
+                waitingFor = nil
+                do throws(OAuthError) {
+                    let code = try await flow.requestDeviceCode(provider: id)
+                    await markLogin(id, until: code.expiresAt)
+                    log("\(id): a person must approve a login: open \(code.verificationURI.absoluteString) and enter the code "
+                        + "\(code.userCode) (expires \(Timestamps.iso8601(code.expiresAt)))")
+                    notify(code)
+                    _ = try await flow.pollDeviceAuthorization(code)
+                    await releaseLogin(id)
+                    log("\(id): the login was approved")
+                    return
+                } catch {
+                    await releaseLogin(id)
+                    if error.code == .cancelled || Task.isCancelled { return }
+                    failures += 1
+                    let delay = min(60 << min(failures - 1, 4), 900)
+                    log("\(id): the device login failed (\(Context.explain(error))); asking again in \(delay) s")
+                    do { try await context.services.clock.sleep(for: .seconds(delay)) } catch { return }
+                    continue
+                }
             }
+            do { try await context.services.clock.sleep(for: .seconds(15)) } catch { return }
+        }
+    }
+
+    private enum LoginClaim {
+        case claimed
+        case elsewhere(owner: String, until: Date)
+        case loggedIn
+    }
+
+    /// This agent as a marker names it: `host:pid`.
+    private static let owner: String = {
+        var name = [UInt8](repeating: 0, count: 256)
+        let host = name.withUnsafeMutableBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { gethostname($0.baseAddress!, $0.count - 1) }
+        } == 0 ? String(decoding: name.prefix { $0 != 0 }, as: UTF8.self) : "?"
+        return "\(host):\(getpid())"
+    }()
+
+    private static func loginKey(_ id: String) -> String { id + ".agent-login" }
+
+    /// Takes the provider's login for this agent unless another holds it or a usable login is stored.
+    private func claimLogin(_ id: String) async -> LoginClaim {
+        let store = store
+        let now = context.services.now()
+        let marker = Self.marker(until: now.addingTimeInterval(900))
+        do {
+            return try await store.withExclusiveAccess(to: id) { () async throws(OAuthError) -> LoginClaim in
+                if let data = try await store.load(id), let set = try? AuthFlow.freshStoredSet(data, key: id, now: now), !set.needsReauthorization {
+                    return .loggedIn
+                }
+                if let data = try await store.load(Self.loginKey(id)), let value = try? JSONValue.parse(data),
+                   let owner = value["owner"]?.stringValue, owner != Self.owner,
+                   let until = value["expires_at"]?.integerValue, Double(until) > now.timeIntervalSince1970 {
+                    return .elsewhere(owner: owner, until: Date(timeIntervalSince1970: Double(until)))
+                }
+                try await store.save(marker, for: Self.loginKey(id))
+                return .claimed
+            }
+        } catch {
+            log("\(id): cannot coordinate the login through the store (\(Context.explain(error))); asking a person from here")
+            return .claimed
+        }
+    }
+
+    private static func marker(until: Date) -> Data {
+        Data(JSONValue.line([("owner", .string(owner)), ("expires_at", .int(Timestamps.wholeSeconds(until.timeIntervalSince1970.rounded())))]).utf8)
+    }
+
+    /// Sets the marker's expiry to the device code's.
+    private func markLogin(_ id: String, until: Date) async {
+        do { try await store.save(Self.marker(until: until), for: Self.loginKey(id)) } catch {}
+    }
+
+    /// Removes this agent's marker.
+    private func releaseLogin(_ id: String) async {
+        let store = store
+        _ = try? await store.withExclusiveAccess(to: id) { () async throws(OAuthError) in
+            guard let data = try await store.load(Self.loginKey(id)), let value = try? JSONValue.parse(data),
+                  value["owner"]?.stringValue == Self.owner else { return }
+            try await store.delete(Self.loginKey(id))
         }
     }
 
@@ -374,7 +461,7 @@ final class AgentService: Sendable {
     }
 
     /// Starts `arguments` with `environment`, `/dev/null` as input and standard error as output;
-    /// reaped on a thread of the global queue.
+    /// reaped by a thread of its own (`waitpid` blocks, so not on a thread of the concurrency runtime).
     static func spawn(_ arguments: [String], environment: [String: String]) -> Bool {
         var actions = posix_spawn_file_actions_t()
         guard posix_spawn_file_actions_init(&actions) == 0 else { return false }
@@ -390,9 +477,15 @@ final class AgentService: Sendable {
         var pid: pid_t = 0
         guard posix_spawn(&pid, arguments[0], &actions, nil, argv, envp) == 0 else { return false }
         let child = pid
-        DispatchQueue.global().async {
+        let reaping = DetachedThread.start(name: "authflow-reap") {
             var status: Int32 = 0
             while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        }
+        if !reaping {   // no thread to be had: reap it at the next chance instead of leaving a zombie for good
+            DispatchQueue.global().async {
+                var status: Int32 = 0
+                while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+            }
         }
         return true
     }

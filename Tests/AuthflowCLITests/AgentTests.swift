@@ -304,6 +304,36 @@ struct AgentTests {
         #expect(await agent.waitExit() == 0)
     }
 
+    @Test("a fleet: two agents on one store ask a person once; the other waits, and both serve the approved token")
+    func fleetAsksOnce() async throws {
+        let rig = try Rig()
+        defer { rig.remove() }
+        try rig.directory.writeCatalog([
+            #"{ "id": "dev", "clientID": "client-dev", "tokenURL": "\#(rig.server.baseURL)/token", "deviceAuthorizationURL": "\#(rig.server.baseURL)/device/code" }"#,
+        ])
+        rig.server.script("/device/code", [.deviceCode(user: "FLEE-TONE", interval: 1)])
+        rig.server.script("/token", [.oauthError("authorization_pending"), .token("at-fleet", expiresIn: 3600, refresh: "rt-fleet")])
+        let second = rig.socketDirectory.appendingPathComponent("second.sock").path
+        let first = try rig.start()
+        let other = try Child(Binary.url!.path, ["agent", "--socket", second], environment: rig.environment, directory: rig.directory.url,
+                              name: "second")
+        #expect(await eventually(attempts: 3000) {
+            (first.stderr + other.stderr).contains("is asking a person already") && (first.stderr + other.stderr).contains("a person must approve")
+        }, "\(first.stderr)\n---\n\(other.stderr)")
+        for socket in [rig.socket, second] {
+            #expect(await eventually(attempts: 600) {
+                AgentClient.ask(socket, request: #"{"v":1,"token":"dev"}"# + "\n")?["access_token"]?.stringValue == "at-fleet"
+            })
+        }
+        #expect(rig.server.requests("/device/code").count == 1, "one device login for the fleet")
+        #expect(!FileManager.default.fileExists(atPath: rig.directory.store.appendingPathComponent("dev.agent-login.json").path),
+                "the marker is removed after the login")
+        for agent in [first, other] {
+            agent.signal(SIGTERM)
+            #expect(await agent.waitExit() == 0)
+        }
+    }
+
     // MARK: Hostile clients
 
     @Test("hostile clients: silent, 1 MiB line, invalid JSON, 10,000 dropped connections, a peer that never reads — others are served, no descriptor leaks, SIGTERM exits 0")

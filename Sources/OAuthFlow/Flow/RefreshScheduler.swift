@@ -165,6 +165,14 @@ public final class RefreshScheduler: Sendable {
         continuation.finish()
     }
 
+    /// Hands over `set`, which the flow took from the store without a transition (another
+    /// process's login or refresh picked up by ``AuthFlow/tokenSet(for:)``), as
+    /// ``Event/authorized(_:)``, in order with the other events; a usable set clears the
+    /// provider's need for a person.
+    public func adopt(_ set: TokenSet) {
+        continuation.yield(.deliver(set))
+    }
+
     /// Every provider's counters, by provider id.
     public var statuses: [String: Status] { inner.withLock { $0.statuses } }
 
@@ -231,6 +239,7 @@ public final class RefreshScheduler: Sendable {
             }
             inner.delivered[id] = (set.issuedAt, set.accessToken)
             inner.statuses[id]?.expiresAt = set.expiresAt
+            inner.statuses[id]?.needsAuthorization = set.needsReauthorization
             return true
         }
         if isNew { await handler(.authorized(set)) }
