@@ -102,6 +102,22 @@ struct RefreshSchedulerTests {
         scheduler.stop()
     }
 
+    @Test("nothing stored for a person's grant is reported once; adopt hands over a set taken from the store and clears the need")
+    func adoptsStoredLogin() async throws {
+        let flow = try await flow([scriptedProvider(id: "app", secret: "s3cret")])
+        let events = Events()
+        let scheduler = try RefreshScheduler(flow: flow) { events.record($0) }
+        await scheduler.start()
+        #expect(await waitUntil { events.all == ["needs app reauthorizationRequired"] })
+        #expect(scheduler.statuses["app"]?.needsAuthorization == true)
+        #expect(server.requests().isEmpty)
+        scheduler.adopt(TokenSet(providerID: "app", accessToken: Secret("at-elsewhere"), issuedAt: clock.date,
+                                 expiresAt: clock.date.addingTimeInterval(3600), grant: .deviceCode))
+        #expect(await waitUntil { events.all == ["needs app reauthorizationRequired", "authorized app at-elsewhere"] })
+        #expect(scheduler.statuses["app"]?.needsAuthorization == false)
+        scheduler.stop()
+    }
+
     @Test("a flow without proactive refresh is refused (.configuration)")
     func needsProactiveFlow() async throws {
         let flow = try await flow([service], proactive: false)
