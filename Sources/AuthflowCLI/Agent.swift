@@ -297,6 +297,9 @@ final class AgentService: Sendable {
             if let current = runtime.withLock({ $0 }), current.flow === flow { startReauthorization(id, runtime: current) }
         }
         writeMetrics()
+        if let current = runtime.withLock({ $0 }), current.flow === flow {
+            Systemd.notify("STATUS=\(summary(current))", environment: context.environment)
+        }
     }
 
     private func writeMetrics() {

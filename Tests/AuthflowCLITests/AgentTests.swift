@@ -370,8 +370,9 @@ struct AgentTests {
         // The silent client is dropped after its deadline: it reads the end of the stream.
         #expect(readAnswer(silent.raw) == nil)
         #expect(agent.stderr.contains("no request line within"))
-        // The non-reader's answer was written and its connection closed on the agent's side.
-        #expect(await eventually { descriptors(agent.pid) == baseline }, "\(descriptors(agent.pid)) descriptors, \(baseline) before")
+        // The non-reader's answer was written and its connection closed on the agent's side. (At most
+        // the baseline: a connection to the token server open when it was counted may be gone since.)
+        #expect(await eventually { descriptors(agent.pid) <= baseline }, "\(descriptors(agent.pid)) descriptors, \(baseline) before")
         _ = neverReads
         agent.signal(SIGTERM)
         #expect(await agent.waitExit() == 0)
