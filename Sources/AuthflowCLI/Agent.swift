@@ -165,6 +165,7 @@ final class AgentService: Sendable {
             if record.level != .debug { self?.log(record.description) }
         }, providers: providers)
         flowOptions.proactiveRefresh = true
+        flowOptions.restoresAtStart = false   // the scheduler restores once it listens (RefreshScheduler.start())
         do throws(OAuthError) {
             let flow = try await AuthFlow(providers: providers, store: store, transport: context.transport, options: flowOptions)
             let scheduler = try RefreshScheduler(flow: flow) { [weak self] event in await self?.handle(event, flow: flow) }

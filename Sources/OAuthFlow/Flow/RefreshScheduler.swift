@@ -126,6 +126,9 @@ public final class RefreshScheduler: Sendable {
     ///
     /// Call it once. A provider whose stored token is fresh is not sent anything; its token set
     /// is delivered as ``Event/authorized(_:)`` all the same, so a sink is written at start.
+    /// Make the flow with ``AuthFlow/Options/restoresAtStart`` off to have it restored here, after
+    /// the scheduler subscribed: a stored token that is due at once is then renewed while the
+    /// scheduler listens, and its outcome is not missed.
     public func start() async {
         let states = flow.states   // subscribed before anything is asked, so no transition is missed
         let forwarder = Task { [continuation] in
@@ -144,6 +147,9 @@ public final class RefreshScheduler: Sendable {
         guard !stopped else { return stop() }
         let flow = flow
         let continuation = continuation
+        // A flow made with restoresAtStart off restores now, while this scheduler listens: every
+        // restored set and every failure (and the first background renewal it schedules) is seen.
+        if !flow.options.restoresAtStart { _ = try? await flow.restore() }
         await withTaskGroup(of: Void.self) { group in
             for id in flow.providers.keys.sorted() {
                 group.addTask {
@@ -209,7 +215,9 @@ public final class RefreshScheduler: Sendable {
                 status.requestStarted = nil
                 status.refreshing = false
                 status.expiresAt = authorization.expiresAt
-                status.needsAuthorization = authorization.needsReauthorization
+                // A set marked for reauthorization (restored so) raises the need through the failure
+                // that follows when it is used, which reports it once; a usable one ends the need.
+                if !authorization.needsReauthorization { status.needsAuthorization = false }
             }
             let retry = inner.withLock { inner -> Task<Void, Never>? in
                 inner.backoff[id] = nil
@@ -239,7 +247,7 @@ public final class RefreshScheduler: Sendable {
             }
             inner.delivered[id] = (set.issuedAt, set.accessToken)
             inner.statuses[id]?.expiresAt = set.expiresAt
-            inner.statuses[id]?.needsAuthorization = set.needsReauthorization
+            if !set.needsReauthorization { inner.statuses[id]?.needsAuthorization = false }
             return true
         }
         if isNew { await handler(.authorized(set)) }

@@ -118,6 +118,26 @@ struct RefreshSchedulerTests {
         scheduler.stop()
     }
 
+    @Test("a restored login marked for reauthorization (restoresAtStart off: restored by start) is reported once as needsAuthorization")
+    func markedLoginRestoredByStart() async throws {
+        let marked = StoredEntry.encode(TokenSet(
+            providerID: "app", accessToken: Secret("at-old"), refreshToken: Secret("rt-dead"), issuedAt: clock.date.addingTimeInterval(-7200),
+            expiresAt: clock.date.addingTimeInterval(-3600), grant: .deviceCode, needsReauthorization: true))
+        let flow = try await AuthFlow(
+            providers: [scriptedProvider(id: "app", secret: "s3cret")], store: MemorySecretStore(["app": marked]), transport: server,
+            options: AuthFlow.Options(clock: clock, now: { [clock] in clock.date }, restoresAtStart: false, proactiveRefresh: true,
+                                      retry: RetryPolicy(maximumAttempts: 1), jitter: { 0.5 }))
+        #expect(await flow.authorization(for: "app") == nil, "not restored before start")
+        let events = Events()
+        let scheduler = try RefreshScheduler(flow: flow) { events.record($0) }
+        await scheduler.start()
+        #expect(await waitUntil { events.all.contains("needs app reauthorizationRequired") })
+        #expect(events.all.filter { $0.hasPrefix("needs") }.count == 1)
+        #expect(scheduler.statuses["app"]?.needsAuthorization == true)
+        #expect(server.requests().isEmpty, "a marked login is not sent to the server")
+        scheduler.stop()
+    }
+
     @Test("a flow without proactive refresh is refused (.configuration)")
     func needsProactiveFlow() async throws {
         let flow = try await flow([service], proactive: false)
