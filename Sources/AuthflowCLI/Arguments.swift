@@ -57,6 +57,8 @@ public enum Command: Sendable, Equatable {
     case completion(shell: String?)
     /// `man`: the manual page in roff.
     case manPage
+    /// `agent [--socket PATH] [--sink SPEC]... [--notify-command CMD] [--metrics-file FILE]`.
+    case agent(AgentOptions)
     /// `help [COMMAND]`, `--help`, `-h`.
     case help(topic: String?)
     /// `--version`.
@@ -78,6 +80,7 @@ public enum Command: Sendable, Equatable {
         case .kubeCredential: return "kube-credential"
         case .completion: return "completion"
         case .manPage: return "man"
+        case .agent: return "agent"
         case .help: return "help"
         case .version: return "--version"
         }
@@ -310,6 +313,8 @@ extension Authflow {
                 clientID: options.last { $0.name == "--client-id" }?.value, json: flag("--json"))))
         case "demo":
             return invocation(.demo)
+        case "agent":
+            return invocation(.agent(try AgentOptions.parse(options)))
         default:  // help
             if let topic = positionals.first, !commandNames.contains(topic) {
                 throw UsageError("unknown command '\(topic)'", command: "help")

@@ -53,6 +53,7 @@ public enum Authflow {
     /// behaviour. Never returns.
     public static func start() -> Never {
         let (invocation, output, environment) = prepare()
+        if let status = tokenFromAgent(invocation, output: output, environment: environment) { exit(status.rawValue) }
         if let status = tokenFromStore(invocation, output: output, environment: environment, services: Services()) {
             exit(status.rawValue)
         }
@@ -120,6 +121,7 @@ public enum Authflow {
     ) async -> ExitCode {
         do {
             let invocation = try parse(arguments)
+            if let status = tokenFromAgent(invocation, output: output, environment: environment) { return status }
             if let status = tokenFromStore(invocation, output: output, environment: environment, services: services) { return status }
             return await execute(invocation, output: output, environment: environment, services: services)
         } catch {
@@ -162,6 +164,7 @@ public enum Authflow {
             case .manPage:
                 output.stdout.write(ManPage.roff())
                 status = .success
+            case .agent(let options): status = try await context.agent(options)
             }
         } catch {
             return context.report(error)
@@ -324,8 +327,9 @@ struct Context: Sendable {
     /// or `--store-plaintext`; the URI's password (or `PGPASSWORD`, `~/.pgpass`) is never printed.
     /// One command opens one database connection (no `LISTEN` connection: it caches nothing),
     /// and libpq is loaded only for a database store.
-    func store() throws(CLIError) -> any SecretStore {
-        let encryption = try storeEncryption()
+    func store(encryption given: EntryEncryption? = nil) throws(CLIError) -> any SecretStore {
+        var encryption = given
+        if encryption == nil { encryption = try storeEncryption() }
         if encryption != nil, invocation.storePlaintext {
             throw .usage(UsageError("--store-plaintext and a store key exclude each other; choose one", command: invocation.command.name))
         }

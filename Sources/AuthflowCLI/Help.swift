@@ -147,6 +147,43 @@ extension Authflow {
             end. Time runs 20× faster in the demo. No token is printed.
             """),
         CommandSpec(
+            "agent",
+            usage: "[--config FILE] [--store DIR] agent [--socket PATH] [--sink PROVIDER=FILE[,OPTIONS]]... "
+                + "[--notify-command CMD] [--metrics-file FILE] [--client-timeout SECONDS]",
+            synopsis: "agent [--socket PATH] [--sink P=FILE]... [--notify-command CMD] [--metrics-file FILE]",
+            summary: "serve fresh tokens on a Unix socket and in files (a service)",
+            about: """
+            Run in the foreground as a service: keep every provider's token fresh before it is due, and
+            serve tokens on a Unix socket, one JSON line in and one out (see Documentation/Agent.md):
+
+              echo '{"v":1,"token":"github"}' | socat - UNIX-CONNECT:$XDG_RUNTIME_DIR/authflow/agent.sock
+
+            'authflow token P' asks the agent first (AUTHFLOW_AGENT, or the default socket when it exists).
+            Only the agent's own user is served, unless a provider's catalog entry lists more peers in
+            "agentAllow": ["uid:1001", "group:billing"] (checked with SO_PEERCRED).
+            """,
+            options: [
+                OptionSpec("--socket", value: "PATH", "the socket (default $XDG_RUNTIME_DIR/authflow/agent.sock, or",
+                           "/run/authflow/agent.sock for root); systemd's socket (LISTEN_FDS) wins"),
+                OptionSpec("--sink", value: "PROVIDER=FILE[,mode=0640][,owner=USER:GROUP][,format=raw|json|header]",
+                           "rewrite FILE atomically after each refresh (repeatable); never",
+                           "readable by others; raw: the token alone, json: an object,",
+                           "header: \"Authorization: Bearer TOKEN\" for curl -H @FILE"),
+                OptionSpec("--notify-command", value: "CMD", "when a login must be approved, run CMD with /bin/sh -c and",
+                           "AUTHFLOW_PROVIDER, AUTHFLOW_VERIFICATION_URI,",
+                           "AUTHFLOW_VERIFICATION_URI_COMPLETE, AUTHFLOW_USER_CODE,",
+                           "AUTHFLOW_EXPIRES_AT, AUTHFLOW_EXPIRES_IN in its environment"),
+                OptionSpec("--metrics-file", value: "FILE", "Prometheus text (node exporter's textfile collector), rewritten atomically"),
+                OptionSpec("--client-timeout", value: "SECONDS",
+                           "how long a client may take to send its line or read its answer (default 5)"),
+            ],
+            optionWidth: 24,
+            notes: """
+            Under systemd (Type=notify) it sends READY=1, STATUS=, RELOADING=1, STOPPING=1 and WATCHDOG=1,
+            and reads the store key from the credential authflow-store-key (LoadCredential=). SIGHUP reloads
+            the catalog; SIGTERM lets token requests in flight finish (up to 10 s) and exits 0.
+            """),
+        CommandSpec(
             "completion", usage: "[--config FILE] completion bash|zsh|fish | --provider-ids", synopsis: "completion SHELL",
             summary: "a completion script for bash, zsh or fish", positionalNames: ["SHELL"], positionals: 0...1,
             positionalChoices: ["bash", "zsh", "fish"],
@@ -195,6 +232,10 @@ extension Authflow {
         ("PGPASSWORD, PGSERVICE, PGSSLMODE, …", ["read by libpq for a postgresql:// store, as libpq documents them"]),
         ("AUTHFLOW_STORE_KEY_FILE", ["the store key file when --store-key-file is not given; unset: entries are not encrypted"]),
         ("AUTHFLOW_CATALOG_STRICT", ["0: unknown catalog keys are ignored instead of refused"]),
+        ("AUTHFLOW_AGENT", ["the agent socket 'token' asks first (off: never); unset: the default socket when it exists"]),
+        ("AUTHFLOW_PROVIDER, AUTHFLOW_USER_CODE, AUTHFLOW_EXPIRES_AT, AUTHFLOW_EXPIRES_IN",
+         ["set by 'agent' for its --notify-command: the login a person must approve (never a token)"]),
+        ("AUTHFLOW_VERIFICATION_URI, AUTHFLOW_VERIFICATION_URI_COMPLETE", ["set by 'agent' for its --notify-command, as above"]),
         ("AUTHFLOW_DEBUG", ["set and not 0: the library's log lines (shapes, never secrets) go to stderr"]),
         ("DISPLAY, WAYLAND_DISPLAY", ["when either is set, login prefers the browser and opens it with xdg-open"]),
         ("NO_COLOR", ["when set, no colour"]),

@@ -5,10 +5,10 @@ import Glibc
 ///
 /// Foundation's `Thread` would do the same, but it lives in swift-corelibs-foundation, which the
 /// library does not link (FoundationEssentials only: a smaller executable that starts faster).
-enum DetachedThread {
+package enum DetachedThread {
     /// Runs `body` on a new detached thread named `name` (its first 15 bytes, the kernel's limit).
     /// - Returns: false when the system could not create a thread; `body` then never runs.
-    static func start(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
+    package static func start(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
         let context = Unmanaged.passRetained(Context(name: name, body: body)).toOpaque()
         var thread = pthread_t()
         let created = pthread_create(&thread, nil, { raw in

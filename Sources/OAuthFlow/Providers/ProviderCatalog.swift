@@ -224,6 +224,7 @@ extension ProviderCatalog {
         "serviceAccountFile", "subject",
         "pushedAuthorization", "pushedAuthorizationURL", "requestObject",
         "gitUsername",  // read by the authflow CLI (git-credential), not by the library
+        "agentAllow",  // read by `authflow agent` (AgentAccess.swift), not by the library
     ]).union(ProviderCatalog.grantKeys)
 
     /// `"clientSecrett" is not a known key; did you mean "clientSecret"?` The key is shown

@@ -1,0 +1,114 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import OAuthFlow
+
+/// The agent's socket protocol, version 1: one JSON object on one line from the client, one JSON
+/// object on one line back, then the agent closes the connection (Documentation/Agent.md).
+///
+/// - `{"v":1,"token":"P"}` → `{"v":1,"access_token":"…","token_type":"Bearer","expires_at":1767225600,"scopes":["read"]}`
+///   (`expires_at`: seconds since 1970, or null);
+/// - `{"v":1,"metrics":true}` → `{"v":1,"metrics":"# HELP …"}` (Prometheus text);
+/// - any failure → `{"v":1,"error":"CODE","recovery":"…","message":"…"}`.
+enum AgentProtocol {
+    /// The version this agent speaks.
+    static let version = 1
+
+    /// What a client asked.
+    enum Request: Equatable {
+        case token(provider: String)
+        case metrics
+    }
+
+    /// Reads one request line.
+    /// - Returns: the request, or the failure line to answer.
+    static func parse(_ line: [UInt8]) -> Result<Request, Failure> {
+        var bytes = line
+        if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(Data(bytes))
+        } catch {
+            return .failure(Failure("invalid_request", "the request is not valid JSON; send one object on one line, such as {\"v\":1,\"token\":\"PROVIDER\"}"))
+        }
+        guard case .object(let members) = value else {
+            return .failure(Failure("invalid_request", "the request must be a JSON object, not \(value.kind)"))
+        }
+        if let version = members["v"], version.integerValue != version_ {
+            return .failure(Failure("unsupported_version", "this agent speaks version \(version_) of the protocol"))
+        }
+        if members["metrics"]?.boolValue == true { return .success(.metrics) }
+        if let provider = members["token"] {
+            guard let id = provider.stringValue, isProviderID(id) else {
+                return .failure(Failure("invalid_request", "\"token\" must be a provider id"))
+            }
+            return .success(.token(provider: id))
+        }
+        return .failure(Failure("invalid_request", "the request asks for nothing; send {\"v\":1,\"token\":\"PROVIDER\"} or {\"v\":1,\"metrics\":true}"))
+    }
+
+    private static let version_ = version
+
+    /// A failure answer: an error code, what to do next, and a sentence for people. Never a secret.
+    struct Failure: Error, Equatable {
+        var code: String
+        var recovery: String
+        var message: String
+
+        init(_ code: String, _ message: String, recovery: String = "fix_request") {
+            self.code = code
+            self.message = message
+            self.recovery = recovery
+        }
+
+        /// The failure of a library call.
+        init(_ error: OAuthError) {
+            self.code = error.response?.code.rawValue ?? snakeCase(error.code.description)
+            switch error.recovery {
+            case .retryLater: recovery = "retry_later"
+            case .reauthorize: recovery = "reauthorize"
+            case .fixConfiguration: recovery = "fix_configuration"
+            case .none: recovery = "none"
+            }
+            message = Context.explain(error)
+        }
+
+        var line: String {
+            JSONValue.line([("v", .int(version)), ("error", .string(code)), ("recovery", .string(recovery)), ("message", .string(message))])
+        }
+    }
+
+    /// A failure line.
+    static func failure(_ code: String, _ message: String, recovery: String = "fix_request") -> String {
+        Failure(code, message, recovery: recovery).line
+    }
+
+    /// The answer to a token request.
+    static func token(_ set: TokenSet) -> String {
+        let expiry: JSONValue = set.expiresAt.map { .int(Timestamps.wholeSeconds($0.timeIntervalSince1970.rounded())) } ?? .null
+        return JSONValue.line([
+            ("v", .int(version)), ("access_token", .string(set.accessToken.reveal())), ("token_type", .string(set.tokenType)),
+            ("expires_at", expiry), ("scopes", .strings(set.scopes)),
+        ])
+    }
+
+    /// The answer to a metrics request.
+    static func metrics(_ text: String) -> String {
+        JSONValue.line([("v", .int(version)), ("metrics", .string(text))])
+    }
+}
+
+/// `reauthorizationRequired` → `reauthorization_required`.
+func snakeCase(_ name: String) -> String {
+    var out = ""
+    for character in name {
+        if character.isUppercase {
+            out += "_" + character.lowercased()
+        } else {
+            out.append(character)
+        }
+    }
+    return out
+}
