@@ -48,6 +48,12 @@ struct CommandTableTests {
         for code in ExitCode.allCases { #expect(man.contains(".B \(code.rawValue)\n")) }
     }
 
+    /// A value each option that checks its value accepts.
+    static let sampleValues = [
+        "--timeout": "5", "--socket": "/run/authflow/agent.sock", "--sink": "gh=/run/gh.token", "--metrics-file": "/run/authflow.prom",
+        "--client-timeout": "5",
+    ]
+
     @Test("the parser accepts every option the table gives a command, and refuses it for a command without it")
     func parserFollowsTable() {
         for (command, option) in Self.pairs {
@@ -56,7 +62,7 @@ struct CommandTableTests {
             if command == "completion" { arguments = option == "--provider-ids" ? [command] : [command, "bash"] }
             if command == "git-credential" { arguments = [command, "gh", "get"] }
             let value = spec.options.first { $0.name == option }?.value
-            arguments += value == nil ? [option] : [option, option == "--timeout" ? "5" : "read"]
+            arguments += value == nil ? [option] : [option, Self.sampleValues[option] ?? "read"]
             #expect(throws: Never.self, "\(arguments)") { try Authflow.parse(arguments) }
         }
         for spec in Authflow.commands {

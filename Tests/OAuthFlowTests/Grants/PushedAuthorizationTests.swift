@@ -80,6 +80,29 @@ struct PushedAuthorizationTests {
         #expect(exchange.form["redirect_uri"] == "http://127.0.0.1:8765/callback")
     }
 
+    @Test("Resource indicators are pushed, kept on the request (the URL has none) and sent again with the code exchange (RFC 8707 §2)")
+    func resourcesGoThroughThePushedRequest() async throws {
+        let transport = ScriptedTransport()
+        transport.script("/par", [Self.answer(#"{"request_uri":"\#(Self.requestURI)","expires_in":90}"#)])
+        transport.script("/token", [.token("at-1")])
+        var provider = provider()
+        provider.resources = [URL(string: "https://a.example/")!, URL(string: "https://b.example/v1")!]
+        let flow = try await flow(provider, transport)
+        let request = try await flow.authorizationRequest(provider: "par")
+
+        let pushed = Self.pairs(try #require(transport.requests("/par").first))
+        #expect(pushed.filter { $0.0 == "resource" }.map(\.1) == ["https://a.example/", "https://b.example/v1"])
+        #expect(queryPairs(request.url).map(\.0) == ["client_id", "request_uri"])
+        #expect(request.resources == ["https://a.example/", "https://b.example/v1"])
+        // A web back end keeps the request in its session and finishes it elsewhere.
+        let decoded = try JSONDecoder().decode(AuthorizationRequest.self, from: try JSONEncoder().encode(request))
+        #expect(decoded.resources == request.resources)
+
+        try await flow.completeAuthorization(callbackURL: callback(decoded, code: "code-1"), request: decoded)
+        let exchange = try #require(transport.requests("/token").first)
+        #expect(Self.pairs(exchange).filter { $0.0 == "resource" }.map(\.1) == ["https://a.example/", "https://b.example/v1"])
+    }
+
     @Test("A callback after the request_uri expired is .expired and exchanges nothing (RFC 9126 §2.2)", arguments: [
         (false, 61), (true, 60), (false, 600),
     ])
