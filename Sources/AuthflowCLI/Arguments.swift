@@ -37,6 +37,8 @@ public enum Command: Sendable, Equatable {
     case login(LoginOptions)
     /// `token PROVIDER [--json]`.
     case token(provider: String, json: Bool)
+    /// `token PROVIDER --dpop-proof METHOD URL`: the two header lines of a DPoP-bound request.
+    case tokenProof(provider: String, method: String, url: String)
     /// `status [PROVIDER] [--json]`.
     case status(provider: String?, json: Bool)
     /// `logout PROVIDER [--local]`.
@@ -57,7 +59,7 @@ public enum Command: Sendable, Equatable {
         switch self {
         case .providers: return "providers"
         case .login: return "login"
-        case .token: return "token"
+        case .token, .tokenProof: return "token"
         case .status: return "status"
         case .logout: return "logout"
         case .discover: return "discover"
@@ -259,6 +261,12 @@ extension Authflow {
             return invocation(.login(LoginOptions(provider: positionals[0], method: methods.first, scopes: scopes,
                                                   json: flag("--json"), timeout: timeout)))
         case "token":
+            if flag("--dpop-proof") {
+                try only(["--dpop-proof"])
+                try expectPositionals(3...3, "PROVIDER METHOD URL")
+                try DPoPProofCommand.check(method: positionals[1], url: positionals[2])
+                return invocation(.tokenProof(provider: positionals[0], method: positionals[1], url: positionals[2]))
+            }
             try only(["--json"])
             try expectPositionals(1...1, "PROVIDER")
             return invocation(.token(provider: positionals[0], json: flag("--json")))

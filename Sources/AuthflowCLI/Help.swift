@@ -8,7 +8,7 @@ extension Authflow {
         case "login":
             return "authflow [--config FILE] [--store DIR] login PROVIDER [--device | --browser | --client-credentials] "
                 + "[--scope S]... [--json] [--timeout SECONDS]"
-        case "token": return "authflow [--config FILE] [--store DIR] token PROVIDER [--json]"
+        case "token": return "authflow [--config FILE] [--store DIR] token PROVIDER [--json | --dpop-proof METHOD URL]"
         case "status": return "authflow [--config FILE] [--store DIR] status [PROVIDER] [--json]"
         case "logout": return "authflow [--config FILE] [--store DIR] logout PROVIDER [--local]"
         case "discover": return "authflow discover ISSUER [--id ID] [--client-id CLIENT_ID] [--json]"
@@ -59,6 +59,10 @@ extension Authflow {
             client credentials) and stored. Everything but the token goes to stderr.
 
               --json    one JSON object instead: access_token, token_type, expires_at, scopes
+              --dpop-proof METHOD URL
+                        two header lines for one request instead: Authorization (Bearer or DPoP)
+                        and, for a DPoP-bound token, a DPoP proof for METHOD URL (RFC 9449);
+                        curl -H @- reads them: authflow token P --dpop-proof GET URL | curl -H @- URL
 
             Example: curl -H "Authorization: Bearer $(authflow token github)" https://api.github.com/user
             """

@@ -233,7 +233,7 @@ public actor AuthFlow {
         let request = try await reporting(id) { () async throws(OAuthError) in
             try AuthorizationCodeGrant.makeRequest(
                 provider: provider, authorizationURL: try await requiredEndpoint(.authorization, of: provider),
-                scopes: scopes ?? provider.scopes, parameters: parameters, usePKCE: usePKCE, now: now,
+                scopes: scopes ?? provider.scopes, parameters: try await addingDPoPThumbprint(parameters, for: provider), usePKCE: usePKCE, now: now,
                 lifetime: options.pendingAuthorizationLifetime)
         }
         pending.removeAll { $0.expiresAt <= now }

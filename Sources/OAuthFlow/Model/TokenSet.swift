@@ -94,6 +94,7 @@ public struct TokenSet: Sendable, Codable {
         var expiresAt: Date?
         var grant: GrantType
         var needsReauthorization: Bool
+        var dpopKey: DPoPKey? = nil
     }
 
     private var storage: CopyOnWrite<Fields>
@@ -124,6 +125,16 @@ public struct TokenSet: Sendable, Codable {
 
     /// True when `token_type` is `Bearer` in any case (RFC 6749 §5.1 says it is case-insensitive).
     public var isBearer: Bool { tokenType.lowercased() == "bearer" }
+
+    /// True when `token_type` is `DPoP` (RFC 9449 §5): the token is bound to the provider's DPoP
+    /// key and is sent with a proof (``AuthorizingTransport``, ``TokenSource/dpopHeaders(method:url:)``).
+    public var isDPoPBound: Bool { TokenSyntax.isDPoP(tokenType) }
+
+    /// The DPoP key the flow made for the provider, kept with the tokens (never shown).
+    var dpopKey: DPoPKey? {
+        get { storage.fields.dpopKey }
+        set { storage.update { $0.dpopKey = newValue } }
+    }
 
     /// True when the access token expires within `margin` of `now` (never, without an expiry).
     public func isExpired(at now: Date, margin: TimeInterval = 0) -> Bool {
@@ -167,6 +178,9 @@ public struct Authorization: Sendable, Hashable, Codable {
     /// The validated ID token's claims (`sub`, `iss`, …), when the provider issued one and it passed
     /// every check of OpenID Connect Core §3.1.3.7; nil otherwise (see `Documentation/OIDC.md`).
     public var idToken: IDToken?
+
+    /// True when the access token is DPoP-bound (`token_type` `DPoP`, RFC 9449 §5); the key is never shown.
+    public var isDPoPBound: Bool { TokenSyntax.isDPoP(tokenType) }
 }
 
 /// The OAuth grants OAuthFlow runs.

@@ -209,6 +209,25 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         set { storage.update { $0.caFile = newValue } }
     }
 
+    /// Whether tokens are bound to a key with DPoP (RFC 9449; catalog `dpop`); see `Documentation/TokenSource.md`.
+    public var dpop: DPoPMode {
+        get { storage.fields.dpop }
+        set { storage.update { $0.dpop = newValue } }
+    }
+
+    /// The DPoP proofs' `alg` (catalog `dpopAlgorithm`); nil for ES256, or the key's default with a ``ClientKey`` as ``dpopKey``.
+    public var dpopAlgorithm: SigningAlgorithm? {
+        get { storage.fields.dpopAlgorithm }
+        set { storage.update { $0.dpopAlgorithm = newValue } }
+    }
+
+    /// The DPoP key: a ``ClientKey`` or your own ``DPoPSigner``; nil to have the flow make one
+    /// on first use and keep it in the store with the tokens.
+    public var dpopKey: (any DPoPSigner)? {
+        get { storage.fields.dpopKey }
+        set { storage.update { $0.dpopKey = newValue } }
+    }
+
     /// The algorithm assertions are signed with: ``clientAssertionAlgorithm``, else the key's
     /// default, else HS256 for `client_secret_jwt`; nil for other methods or a custom signer
     /// without a configured algorithm.
@@ -252,6 +271,9 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         var caFile: String?
         var serviceAccount: ServiceAccountKey?
         var serviceAccountSubject: String?
+        var dpop: DPoPMode = .off
+        var dpopAlgorithm: SigningAlgorithm? = nil
+        var dpopKey: (any DPoPSigner)? = nil
     }
 
     private var storage: CopyOnWrite<Fields>
@@ -334,6 +356,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
             && lhs.clientCertificate === rhs.clientCertificate && lhs.clientAssertionAlgorithm == rhs.clientAssertionAlgorithm
             && lhs.clientAssertionAudience == rhs.clientAssertionAudience && lhs.caFile == rhs.caFile
             && lhs.serviceAccount === rhs.serviceAccount && lhs.serviceAccountSubject == rhs.serviceAccountSubject
+            && lhs.dpop == rhs.dpop && lhs.dpopAlgorithm == rhs.dpopAlgorithm && lhs.dpopKey === rhs.dpopKey
     }
 
     /// Hashes the id and client id.
@@ -392,6 +415,7 @@ extension Provider {
             if let port = redirectURI.port, !(0...65535).contains(port) { throw fail("redirectURI", "has port \(port), above 65535") }
         }
         try validateClientCredentials(fail)
+        try validateDPoP(fail)
         for name in authorizationParameters.keys where Self.reservedAuthorizationParameters.contains(name) {
             throw fail("authorizationParameters", "\"\(name)\" is set by the flow and cannot be overridden")
         }

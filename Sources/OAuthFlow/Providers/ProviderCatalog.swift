@@ -221,7 +221,7 @@ extension ProviderCatalog {
         "clientSecretFile", "clientAuthentication", "redirectURI", "scopes", "scope", "authorizationParameters", "userAgent",
         "customUserAgent", "debug", "encodeHttpBody", "icon", "authorizationPattern",
         "clientKeyFile", "clientKeyID", "clientCertificateFile", "clientAssertionAlgorithm", "clientAssertionAudience", "caFile",
-        "serviceAccountFile", "subject",
+        "serviceAccountFile", "subject", "dpop", "dpopAlgorithm",
     ]
 
     /// `"clientSecrett" is not a known key; did you mean "clientSecret"?` The key is shown
@@ -314,7 +314,7 @@ extension ProviderCatalog {
             let userAgent = try aliased("userAgent", "customUserAgent", { key throws(OAuthError) in try headerValue(key) })
             let debug = try bool("debug")
 
-            let provider = Provider(
+            var provider = Provider(
                 id: rawID, authorizationURL: authorizationURL, tokenURL: tokenURL ?? serviceAccount?.tokenURI, deviceAuthorizationURL: deviceURL,
                 revocationURL: revocationURL, introspectionURL: introspectionURL, userinfoURL: userinfoURL, issuer: issuer,
                 jwksURL: jwksURL, endSessionURL: endSessionURL, idTokenSigningAlgorithms: algorithms, clientID: clientID, clientSecret: secret, clientAuthentication: authentication,
@@ -323,6 +323,7 @@ extension ProviderCatalog {
                 clientCertificate: credentials.certificate, clientAssertionAlgorithm: credentials.algorithm,
                 clientAssertionAudience: credentials.audience, caFile: credentials.caFile, serviceAccount: serviceAccount,
                 serviceAccountSubject: try string("subject"))
+            try readDPoP(into: &provider)
             do {
                 try provider.validate()
             } catch {
