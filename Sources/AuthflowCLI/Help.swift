@@ -8,7 +8,7 @@ extension Authflow {
         case "login":
             return "authflow [--config FILE] [--store DIR] login PROVIDER [--device | --browser | --client-credentials] "
                 + "[--scope S]... [--json] [--timeout SECONDS]"
-        case "token": return "authflow [--config FILE] [--store DIR] token PROVIDER [--json | --dpop-proof METHOD URL]"
+        case "token": return "authflow [--config FILE] [--store DIR] token PROVIDER [--json]"
         case "status": return "authflow [--config FILE] [--store DIR] status [PROVIDER] [--json]"
         case "logout": return "authflow [--config FILE] [--store DIR] logout PROVIDER [--local]"
         case "discover": return "authflow discover ISSUER [--id ID] [--client-id CLIENT_ID] [--json]"
