@@ -355,6 +355,23 @@ struct DPoPFlowTests {
         #expect(response.status == 401 && api.requests("/invoices").count == 2)
     }
 
+    @Test("userinfo with a DPoP-bound token: Authorization: DPoP and a proof for GET on the userinfo URL with ath")
+    func userInfo() async throws {
+        var provider = provider()
+        provider.userinfoURL = URL(string: "https://as.test/userinfo")
+        let flow = try await flow(provider)
+        authServer.script("/token", [.token("at-1", type: "DPoP")])
+        authServer.script("/userinfo", [.status(200, json: #"{"sub":"u-1"}"#)])
+        _ = try await flow.clientCredentials(provider: "app")
+        let info = try await flow.userInfo(provider: "app")
+        #expect(info.subject == "u-1")
+        let sent = try #require(authServer.requests("/userinfo").only)
+        #expect(sent.headerValues("Authorization") == ["DPoP at-1"])
+        let proof = try WireProof(try #require(sent.header("DPoP")))
+        #expect(proof.claims["htm"] as? String == "GET" && proof.claims["htu"] as? String == "https://as.test/userinfo")
+        #expect(proof.claims["ath"] as? String == (try DPoPProof.ath(Secret("at-1"))))
+    }
+
     @Test("a bearer token from a DPoP provider is sent as Bearer without a proof")
     func bearerFromDPoPProvider() async throws {
         let flow = try await flow(provider())
