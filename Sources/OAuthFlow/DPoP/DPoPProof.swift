@@ -107,15 +107,20 @@ struct DPoPProver: Sendable {
     /// A fresh proof for `method` on `url`; `accessToken` adds `ath` (a resource request).
     /// - Throws: ``OAuthError`` as the signer throws; `.crypto` without random bytes.
     func proof(method: String, url: URL, nonce: String?, accessToken: Secret? = nil, now: Date) async throws(OAuthError) -> Secret {
+        if generatedKey != nil { return try proofNow(method: method, url: url, nonce: nonce, accessToken: accessToken, now: now) }
         let issuedAt = Int(now.timeIntervalSince1970.rounded(.down))
         let input = encodedHeader + "." + (try DPoPProof.encodedClaims(method: method, url: url, issuedAt: issuedAt, nonce: nonce, accessToken: accessToken))
-        let signature: [UInt8]
-        if let generatedKey {
-            signature = try generatedKey.signNow(Array(input.utf8))
-        } else {
-            signature = try await signer.sign(Array(input.utf8), algorithm: algorithm)
-        }
+        let signature = try await signer.sign(Array(input.utf8), algorithm: algorithm)
         return Secret(input + "." + Base64URL.encode(signature))
+    }
+
+    /// ``proof(method:url:nonce:accessToken:now:)`` without a suspension, for a key the flow made.
+    /// - Throws: ``OAuthError`` `.configuration` for an application's signer; `.crypto` when OpenSSL fails.
+    func proofNow(method: String, url: URL, nonce: String?, accessToken: Secret? = nil, now: Date) throws(OAuthError) -> Secret {
+        guard let generatedKey else { throw OAuthError(.configuration, message: "an application's DPoP signer signs asynchronously") }
+        let issuedAt = Int(now.timeIntervalSince1970.rounded(.down))
+        let input = encodedHeader + "." + (try DPoPProof.encodedClaims(method: method, url: url, issuedAt: issuedAt, nonce: nonce, accessToken: accessToken))
+        return Secret(input + "." + Base64URL.encode(try generatedKey.signNow(Array(input.utf8))))
     }
 }
 
