@@ -59,17 +59,39 @@ enum DPoPProof {
         Base64URL.encode(try Digest.sha256(Array(accessToken.reveal().utf8)))
     }
 
-    /// The claims, base64url-encoded, with a fresh `jti`.
+    /// The claims, base64url-encoded, with a fresh `jti`: `{"jti":…,"htm":…,"htu":…,"iat":…[,"ath":…][,"nonce":…]}`.
+    ///
+    /// Written straight into one string (a proof is made for every request): each value is appended
+    /// as it is when it needs no JSON escaping (printable ASCII without `"` and `\`), else through
+    /// the one JSON writer's escaping.
     static func encodedClaims(method: String, url: URL, issuedAt: Int, nonce: String?, accessToken: Secret?) throws(OAuthError) -> String {
-        var claims: [(String, JSONValue)] = [
-            ("jti", .string(Base64URL.encode(try SecureRandom.bytes(jtiBytes)))),
-            ("htm", .string(method)),
-            ("htu", .string(htu(url))),
-            ("iat", JSONValue.number(issuedAt)),
-        ]
-        if let accessToken { claims.append(("ath", .string(try ath(accessToken)))) }
-        if let nonce { claims.append(("nonce", .string(nonce))) }
-        return Base64URL.encode(Array(JSONValue.text(orderedMembers: claims).utf8))
+        var json = "{\"jti\":"
+        json.reserveCapacity(256)
+        appendString(Base64URL.encode(try SecureRandom.bytes(jtiBytes)), to: &json)
+        json += ",\"htm\":"
+        appendString(method, to: &json)
+        json += ",\"htu\":"
+        appendString(htu(url), to: &json)
+        json += ",\"iat\":" + String(issuedAt)
+        if let accessToken {
+            json += ",\"ath\":"
+            appendString(try ath(accessToken), to: &json)
+        }
+        if let nonce {
+            json += ",\"nonce\":"
+            appendString(nonce, to: &json)
+        }
+        json += "}"
+        return Base64URL.encode(Array(json.utf8))
+    }
+
+    /// Appends `value` as a JSON string.
+    private static func appendString(_ value: String, to json: inout String) {
+        if value.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+            json += "\"" + value + "\""
+        } else {
+            JSONValue.quote(value, into: &json)
+        }
     }
 }
 
