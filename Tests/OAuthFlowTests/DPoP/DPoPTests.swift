@@ -277,6 +277,30 @@ struct DPoPFlowTests {
         #expect(second.tokens["app"]?.dpopKey != nil)
     }
 
+    @Test("an encrypted file store seals the DPoP key with the tokens: the file holds neither; a new flow reads the same key back")
+    func sealedInFileStore() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dpop-store-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let key = try StoreKey.generate()
+        func store() throws -> FileSecretStore { try FileSecretStore(directory: directory, encryption: EntryEncryption(key: key)) }
+        var first: AuthFlow? = try await AuthFlow(providers: [provider()], store: try store(), transport: authServer, options: options(clock))
+        authServer.script("/token", [.token("at-sealed", type: "DPoP"), .token("at-2", type: "DPoP")])
+        _ = try await first?.clientCredentials(provider: "app")
+        let encoded = try #require(first?.tokens["app"]?.dpopKey?.encoded.reveal())
+        first = nil
+
+        let file = try Data(contentsOf: directory.appendingPathComponent("app.json"))
+        #expect(EntryEncryption.isSealed(file))
+        let text = String(decoding: file, as: UTF8.self)
+        #expect(!text.contains("dpopKey") && !text.contains(String(encoded.prefix(16))) && !text.contains("at-sealed"))
+
+        let second = try await AuthFlow(providers: [provider()], store: try store(), transport: authServer, options: options(clock))
+        #expect(second.tokens["app"]?.dpopKey?.encoded.reveal() == encoded)
+        _ = try await second.refresh(provider: "app")
+        let thumbprints = try proofs().map { try $0.thumbprint() }
+        #expect(thumbprints.count == 2 && thumbprints[0] == thumbprints[1])
+    }
+
     @Test("a logout forgets the key: the next grant proves a new one")
     func logoutForgetsKey() async throws {
         let flow = try await flow(provider())
