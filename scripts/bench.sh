@@ -154,7 +154,8 @@ elif [[ "${BENCH_ORDER:-1}" != 0 && "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
 fi
 
 # Peak RSS of M2 (KiB): each client run once more, pinned like the harness pins it, the harness's
-# environment, its resident-set peak from getrusage(RUSAGE_CHILDREN).
+# environment, its resident-set peak from getrusage(RUSAGE_CHILDREN). Then, against the same nginx,
+# ours once in `diag-handoffs`: context switches per M1 fetch (no wall clock; see Performance.md).
 measure_rss() {
   local pin=() server_cpu=""
   if [[ "$RUN_PIN" != 0 && "$(nproc)" -ge 2 ]]; then pin=(taskset -c 1); server_cpu=0; fi
@@ -169,6 +170,8 @@ subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, std
 print(f"RESULT {name} m2_peak_rss_kb_external {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}")
 PY
   done
+  BENCH_NAME=oauthflow BENCH_TOKEN_URL="$TOKEN_URL" "${pin[@]}" "$BIN/oauthflow-bench" diag-handoffs 2>/dev/null \
+    | grep -E '^RESULT oauthflow authflow_(voluntary|involuntary)_switches_per_fetch' || true
   (cd "$HARNESS" && ./server-stop.sh >/dev/null)
   trap - EXIT
 }
@@ -221,6 +224,10 @@ rows = [
     ("M5 `authflow token` (cached)", "authflow-cli", "m5_median_ms", "m5_median_ms", "<=", 1.5, "ms", 1),
     ("M5 oauthflow-bench m5", "oauthflow", "m5_median_ms", "m5_median_ms", None, None, "ms", 1),
     ("peak RSS in M2", "oauthflow", "m2_peak_rss_kb_external", "m2_peak_rss_kb_external", "<=", 1.5, "MiB", 1),
+    ("M1 voluntary context switches per fetch (diag-handoffs)", "oauthflow", "authflow_voluntary_switches_per_fetch", None, None, None, "", 2),
+    ("of which the curl engine thread", "oauthflow", "authflow_voluntary_switches_per_fetch_engine", None, None, None, "", 2),
+    ("of which the cooperative pool", "oauthflow", "authflow_voluntary_switches_per_fetch_pool", None, None, None, "", 2),
+    ("M1 involuntary context switches per fetch", "oauthflow", "authflow_involuntary_switches_per_fetch", None, None, None, "", 2),
 ]
 def fmt(v, digits, unit):
     if v is None: return "–"

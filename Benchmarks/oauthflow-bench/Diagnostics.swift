@@ -553,3 +553,88 @@ func runDiagFleet(_ config: Config) async -> Int32 {
         return 1
     }
 }
+
+// MARK: - Hand-offs per fetch
+
+/// Context switches of this process's threads so far, by thread name (`comm`), from
+/// `/proc/self/task/*/status` (voluntary + involuntary); threads of the same name are added up.
+func contextSwitchesByThread() -> [String: (voluntary: Int, involuntary: Int)] {
+    var totals: [String: (voluntary: Int, involuntary: Int)] = [:]
+    guard let directory = opendir("/proc/self/task") else { return totals }
+    defer { closedir(directory) }
+    while let entry = readdir(directory) {
+        let id = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        guard id.first?.isNumber == true, let bytes = readFile("/proc/self/task/\(id)/status") else { continue }
+        var name = "?"
+        var voluntary = 0
+        var involuntary = 0
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2 else { continue }
+            let value = parts[1].trimmingPrefix(while: { $0 == " " || $0 == "\t" })
+            switch parts[0] {
+            case "Name": name = String(value)
+            case "voluntary_ctxt_switches": voluntary = Int(value) ?? 0
+            case "nonvoluntary_ctxt_switches": involuntary = Int(value) ?? 0
+            default: break
+            }
+        }
+        let sum = totals[name] ?? (0, 0)
+        totals[name] = (sum.voluntary + voluntary, sum.involuntary + involuntary)
+    }
+    return totals
+}
+
+/// Context switches per fetch, wall-clock-free: `count` sequential fetches through `CurlTransport`
+/// alone and through `AuthFlow.clientCredentials` over it (the M1 path), each after `warmup` untimed
+/// ones, reporting the process's voluntary and involuntary context switches per fetch
+/// (`getrusage`) and the voluntary ones of each kind of thread (`/proc/self/task`): `engine`
+/// (libcurl's, `OAuthFlow.curl`), `pool` (the cooperative pool's Dispatch workers), `other`. A
+/// thread that sleeps until another wakes it (a hand-off) makes a voluntary switch. On a busy
+/// machine some of these become involuntary ones (the CPU was taken before the thread slept), so
+/// compare the sum, and builds in the same minutes; no wall clock is read.
+func runDiagHandoffs(_ config: Config) async -> Int32 {
+    guard let url = URL(string: config.tokenURL) else { return 1 }
+    let transport = CurlTransport()
+    guard let flow = await makeFlow(config, transport: transport) else { return 1 }
+    let credentials = Data("\(config.clientID):\(config.clientSecret)".utf8).base64EncodedString()
+    let request = HTTPRequest(
+        method: "POST", url: url,
+        headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json"),
+                  ("Authorization", "Basic \(credentials)")],
+        body: Data("grant_type=client_credentials".utf8))
+    func measure(_ label: String, _ body: () async -> Bool) async {
+        for _ in 0..<config.warmup { _ = await body() }
+        var before = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &before)
+        let threadsBefore = contextSwitchesByThread()
+        var done = 0
+        var errors = 0
+        for _ in 0..<config.m1N where !config.pastDeadline {
+            if await body() { done += 1 } else { errors += 1 }
+        }
+        var after = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &after)
+        let threadsAfter = contextSwitchesByThread()
+        let fetches = Double(max(1, done + errors))
+        config.result("\(label)_count", done)
+        config.result("\(label)_errors", errors)
+        config.result("\(label)_voluntary_switches_per_fetch", Double(after.ru_nvcsw - before.ru_nvcsw) / fetches)
+        config.result("\(label)_involuntary_switches_per_fetch", Double(after.ru_nivcsw - before.ru_nivcsw) / fetches)
+        // The engine thread; Dispatch's workers (the cooperative pool: `comm` keeps the end of
+        // "com.apple.root.default-qos"); everything else (the main thread, the overcommit queue).
+        var kinds: [String: Int] = ["engine": 0, "pool": 0, "other": 0]
+        for (name, counts) in threadsAfter {
+            let kind = name == "OAuthFlow.curl" ? "engine" : name.hasSuffix("default-qos") ? "pool" : "other"
+            kinds[kind, default: 0] += counts.voluntary - (threadsBefore[name]?.voluntary ?? 0)
+        }
+        for (kind, count) in kinds.sorted(by: { $0.key < $1.key }) {
+            config.result("\(label)_voluntary_switches_per_fetch_\(kind)", Double(count) / fetches)
+        }
+    }
+    await measure("transport") {
+        do { return try await transport.send(request).status == 200 } catch { return false }
+    }
+    await measure("authflow") { await fetch(flow) }
+    return 0
+}

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 typedef CURLcode (*c_oauthflow_curl_setopt_fn)(CURL *, CURLoption, ...);
@@ -224,6 +225,28 @@ static inline int c_oauthflow_eventfd_signal(int fd) {
         }
     }
     return EAGAIN;
+}
+
+/*
+ * The alarm (a timerfd in the engine's epoll set): a caller that started its transfer while the
+ * engine slept arms it for libcurl's next timeout, so the engine wakes by then without being
+ * signalled now. Non-blocking, close-on-exec; CLOCK_MONOTONIC, as the engine's deadlines.
+ */
+static inline int c_oauthflow_timerfd(void) { return timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC); }
+
+/* Arms the alarm to expire once at `deadline` (CLOCK_MONOTONIC nanoseconds, absolute; at least 1). 0, or errno. */
+static inline int c_oauthflow_timerfd_arm(int fd, uint64_t deadline) {
+    struct itimerspec spec = {0};
+    if (deadline == 0) { deadline = 1; }
+    spec.it_value.tv_sec = (time_t)(deadline / 1000000000u);
+    spec.it_value.tv_nsec = (long)(deadline % 1000000000u);
+    return timerfd_settime(fd, TFD_TIMER_ABSTIME, &spec, NULL) == 0 ? 0 : errno;
+}
+
+/* Reads the alarm's expiry count, so that (registered level-triggered) it stops being readable. */
+static inline void c_oauthflow_timerfd_clear(int fd) {
+    uint64_t expirations;
+    (void)read(fd, &expirations, sizeof expirations);
 }
 
 #endif

@@ -4,8 +4,10 @@ import Synchronization
 
 /// A scripted authorization server on 127.0.0.1 over real sockets: for tests that run the built
 /// `authflow` binary, which cannot reach an in-process `MockProvider`, and for transport tests
-/// that need real HTTP (redirects, oversized bodies). Serves one request per connection on a thread
-/// of its own (several with `keepAlive`); each path answers its scripted replies in order, then repeats the last.
+/// that need real HTTP (redirects, oversized bodies). Serves each connection on a thread of its own,
+/// all at the same time (at most ``maximumConnections``): one request per connection, or with
+/// `keepAlive` every request until the client closes it or the server stops; each path answers its
+/// scripted replies in order, then repeats the last.
 public final class TestHTTPServer: Sendable {
     /// One scripted answer.
     public struct Reply: Sendable {
@@ -17,7 +19,7 @@ public final class TestHTTPServer: Sendable {
         public var headers: [String: String] = [:]
         /// Sends no `Content-Length` and ends the body by closing the connection.
         public var closeDelimited = false
-        /// Waits this long before answering (the server answers one request at a time meanwhile).
+        /// Waits this long before answering (other connections are served meanwhile; ``stop()`` ends the wait).
         public var delay: Duration = .zero
         /// Answers as a kept-alive connection would (`Connection: keep-alive`, `Content-Length`),
         /// then closes the connection anyway: a server dropping an idle connection.
@@ -90,26 +92,66 @@ public final class TestHTTPServer: Sendable {
         var requests: [Request] = []
     }
     private let inner = Mutex(Inner())
+
+    /// The connections being served, shared by the accepting thread, the connection threads and ``stop()``.
+    private struct Connections {
+        var stopped = false
+        /// Open connections by serial number: their sockets, which ``stop()`` shuts down.
+        var open: [Int: Int32] = [:]
+        /// Connection threads that have ended and wait to be joined by the accepting thread.
+        var ended: [Int] = []
+        var accepted = 0
+        var closed = 0
+    }
+    private let connections = Mutex(Connections())
+    /// The accepting thread, until ``stop()`` joins it.
+    private let acceptor = Mutex<JoinableThread?>(nil)
     private let listener: Int32
-    private let stopped = Mutex(false)
-    private let accepted = Mutex(0)
-    private let closed = Mutex(0)
+    /// Written once by ``stop()`` and never read: readable from then on, it wakes every `poll`.
+    private let stopSignal: (read: Int32, write: Int32)
+    /// Written by a connection thread as it ends, so the accepting thread joins it (and accepts
+    /// again, when it was at ``maximumConnections``); drained by the accepting thread.
+    private let endSignal: (read: Int32, write: Int32)
     private let keepAlive: Bool
     /// The port it listens on, on 127.0.0.1.
     public let port: UInt16
+    /// Connections served at the same time; a further client waits in the listen queue until one closes.
+    public static let maximumConnections = 64
 
     /// Binds 127.0.0.1 on an ephemeral port and starts serving.
-    /// - Parameter keepAlive: serve requests on a connection until the client closes it (or is idle 5 s)
-    ///   instead of answering `Connection: close`.
+    /// - Parameter keepAlive: serve requests on a connection until the client closes it (or the
+    ///   server stops) instead of answering `Connection: close`.
+    /// - Throws: `POSIXError` when the socket, the pipes or the accepting thread cannot be made.
     public init(keepAlive: Bool = false) throws {
         self.keepAlive = keepAlive
-        (listener, port) = try LoopbackSocket.bind(backlog: 16, reuseAddress: true)
-        let thread = Thread { [self] in self.serve() }
-        thread.name = "TestHTTPServer"
-        thread.start()
+        (listener, port) = try LoopbackSocket.bind(backlog: 64, reuseAddress: true)
+        var stopPipe: [Int32] = [-1, -1]
+        var endPipe: [Int32] = [-1, -1]
+        guard pipe(&stopPipe) == 0 else {
+            close(listener)
+            throw POSIXError(.EMFILE)
+        }
+        guard pipe(&endPipe) == 0 else {
+            for fd in [listener] + stopPipe { close(fd) }
+            throw POSIXError(.EMFILE)
+        }
+        let pipes = stopPipe + endPipe
+        for fd in pipes { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        for fd in endPipe { _ = fcntl(fd, F_SETFL, O_NONBLOCK) }
+        stopSignal = (stopPipe[0], stopPipe[1])
+        endSignal = (endPipe[0], endPipe[1])
+        guard let thread = JoinableThread(name: "TestHTTPServer", { [self] in self.serve() }) else {
+            for fd in [listener] + pipes { close(fd) }
+            throw POSIXError(.EAGAIN)
+        }
+        acceptor.withLock { $0 = thread }
     }
 
-    deinit { close(listener) }
+    deinit {
+        // The accepting thread holds the server until it ends, so this runs after stop() (which
+        // closed the listener) or never.
+        for fd in [stopSignal.read, stopSignal.write, endSignal.read, endSignal.write] { close(fd) }
+    }
 
     /// `http://127.0.0.1:PORT`.
     public var baseURL: String { "http://127.0.0.1:\(port)" }
@@ -125,38 +167,118 @@ public final class TestHTTPServer: Sendable {
     }
 
     /// How many connections were accepted so far.
-    public var connectionCount: Int { accepted.withLock { $0 } }
+    public var connectionCount: Int { connections.withLock { $0.accepted } }
 
     /// How many connections the server has closed so far.
-    public var closedCount: Int { closed.withLock { $0 } }
+    public var closedCount: Int { connections.withLock { $0.closed } }
 
-    /// Stops accepting (the serving thread notices within 100 ms).
-    public func stop() { stopped.withLock { $0 = true } }
+    /// Stops the server and returns once every thread of it has ended: the listener and every
+    /// connection are closed (a kept-alive one too, and a delayed reply is not sent). Calling it
+    /// again does nothing.
+    public func stop() {
+        connections.withLock { $0.stopped = true }
+        var one: UInt8 = 1
+        _ = write(stopSignal.write, &one, 1)
+        acceptor.withLock { $0.take() }?.join()
+    }
 
+    /// The accepting thread: accepts while fewer than ``maximumConnections`` are open, starts a
+    /// thread per connection, joins the ones that ended; on ``stop()``, shuts every connection
+    /// down, joins their threads and closes the listener.
     private func serve() {
-        while !stopped.withLock({ $0 }) {
-            var ready = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-            guard poll(&ready, 1, 100) > 0 else { continue }
+        var threads: [Int: JoinableThread] = [:]
+        var serial = 0
+        while true {
+            let (stopped, ended, full) = connections.withLock { state in
+                defer { state.ended.removeAll() }
+                return (state.stopped, state.ended, state.open.count >= Self.maximumConnections)
+            }
+            for number in ended { threads.removeValue(forKey: number)?.join() }
+            if stopped { break }
+            var ready = [pollfd(fd: stopSignal.read, events: Int16(POLLIN), revents: 0),
+                         pollfd(fd: endSignal.read, events: Int16(POLLIN), revents: 0),
+                         pollfd(fd: full ? -1 : listener, events: Int16(POLLIN), revents: 0)]
+            guard poll(&ready, 3, -1) > 0 else { continue }
+            if ready[1].revents != 0 {
+                var drain = [UInt8](repeating: 0, count: 64)
+                while read(endSignal.read, &drain, drain.count) > 0 {}
+            }
+            guard ready[2].revents != 0 else { continue }
             let client = accept(listener, nil, nil)
             guard client >= 0 else { continue }
-            accepted.withLock { $0 += 1 }
-            var served = 0
-            while handle(client), keepAlive, served < 1000, !stopped.withLock({ $0 }) { served += 1 }
-            close(client)
-            closed.withLock { $0 += 1 }
+            serial += 1
+            let number = serial
+            let admitted = connections.withLock { state -> Bool in
+                guard !state.stopped else { return false }
+                state.open[number] = client
+                state.accepted += 1
+                return true
+            }
+            guard admitted else {
+                close(client)
+                break
+            }
+            if let thread = JoinableThread(name: "TestHTTPServer", { [self] in self.serveConnection(client, number: number) }) {
+                threads[number] = thread
+            } else {
+                connections.withLock { state in
+                    state.open[number] = nil
+                    state.closed += 1
+                }
+                close(client)
+            }
         }
+        // Wakes connection threads blocked in send (the stop signal wakes those that poll).
+        connections.withLock { state in
+            for fd in state.open.values { shutdown(fd, Int32(SHUT_RDWR)) }
+        }
+        for thread in threads.values { thread.join() }
+        close(listener)
+    }
+
+    /// One connection's thread: its requests until it must close, then the socket closed and the
+    /// accepting thread told.
+    private func serveConnection(_ fd: Int32, number: Int) {
+        var served = 0
+        while handle(fd), keepAlive, served < 1000 { served += 1 }
+        connections.withLock { state in
+            // Out of `open` before it closes, so stop() never shuts down a number reused by another file.
+            state.open[number] = nil
+            state.closed += 1
+            state.ended.append(number)
+        }
+        close(fd)
+        var one: UInt8 = 1
+        _ = write(endSignal.write, &one, 1)
+    }
+
+    /// Waits until `fd` is readable (or closed); false once the server is stopping.
+    private func waitReadable(_ fd: Int32) -> Bool {
+        var ready = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
+                     pollfd(fd: stopSignal.read, events: Int16(POLLIN), revents: 0)]
+        while true {
+            let count = poll(&ready, 2, -1)
+            if count < 0 && errno == EINTR { continue }
+            return count > 0 && ready[1].revents == 0
+        }
+    }
+
+    /// Waits `delay`, or less when the server stops; false when it stopped.
+    private func pause(_ delay: Duration) -> Bool {
+        let milliseconds = delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000
+        var ready = pollfd(fd: stopSignal.read, events: Int16(POLLIN), revents: 0)
+        return poll(&ready, 1, Int32(clamping: milliseconds)) == 0
     }
 
     /// Serves one request; false when the connection must close.
     private func handle(_ fd: Int32) -> Bool {
-        var limit = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         var data = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 4096)
         var headEnd: Int?
         var contentLength = 0
         while data.count < 1 << 20 {
             if let end = headEnd, data.count >= end + contentLength { break }
+            guard waitReadable(fd) else { return false }
             let count = recv(fd, &buffer, buffer.count, 0)
             guard count > 0 else { return false }
             data += buffer[0..<count]
@@ -193,7 +315,7 @@ public final class TestHTTPServer: Sendable {
             }
             return inner.last[path] ?? Reply(status: 404, body: #"{"error":"not_found"}"#)
         }
-        if reply.delay > .zero { Thread.sleep(forTimeInterval: Double(reply.delay.components.seconds) + Double(reply.delay.components.attoseconds) / 1e18) }
+        if reply.delay > .zero, !pause(reply.delay) { return false }
         let body = Array(reply.body.utf8)
         let persistent = keepAlive && !reply.closeDelimited
         var response = "HTTP/1.1 \(reply.status) X\r\nContent-Type: application/json\r\nConnection: \(persistent ? "keep-alive" : "close")\r\n"

@@ -37,6 +37,7 @@ extension ProviderMetadata {
         case .introspection: member = "introspection_endpoint"
         case .deviceAuthorization: member = "device_authorization_endpoint"
         case .userinfo: member = "userinfo_endpoint"
+        case .pushedAuthorization: member = "pushed_authorization_request_endpoint"
         default: return nil
         }
         guard let text = aliases[member]?.stringValue, let url = URL(string: text, encodingInvalidCharacters: false),

@@ -25,3 +25,26 @@ extension Provider {
             caFile: caFile.map { URL(fileURLWithPath: $0) } ?? curl.caFile, clientIdentity: identity ?? curl.clientIdentity)
     }
 }
+
+extension Provider {
+    /// `base` presenting this provider's client certificate, for requests to resource servers
+    /// (RFC 8705 §3: a certificate-bound token is accepted only over a connection authenticated
+    /// with the same certificate). Only for a mutual-TLS provider and a ``CurlTransport`` that
+    /// presents no certificate yet; its CA settings are kept (the provider's `caFile` is for its
+    /// own endpoints, not for resource servers). Any other transport is returned as it is.
+    func presentingCertificate(on base: any HTTPTransport) -> any HTTPTransport {
+        guard let identity = tlsIdentity, let curl = base as? CurlTransport, curl.clientIdentity == nil else { return base }
+        return CurlTransport(
+            maximumBodySize: curl.maximumBodySize, timeout: curl.timeout, connectTimeout: curl.connectTimeout, proxy: curl.proxy,
+            caFile: curl.caFile, clientIdentity: identity)
+    }
+}
+
+extension TokenSource {
+    /// `base` presenting the client certificate of this source's provider when it uses mutual
+    /// TLS (``Provider/presentingCertificate(on:)``); `base` otherwise.
+    func presentingClientCertificate(on base: any HTTPTransport) -> any HTTPTransport {
+        guard let provider = flow.providers[providerID] else { return base }
+        return provider.presentingCertificate(on: base)
+    }
+}

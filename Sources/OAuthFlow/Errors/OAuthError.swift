@@ -75,6 +75,8 @@ public struct OAuthError: Error, Sendable, Equatable {
         case endSession
         /// Discovery or JWKS documents.
         case discovery
+        /// The pushed authorization request endpoint (RFC 9126 §2).
+        case pushedAuthorization
     }
 
     /// The next step that can help.

@@ -129,7 +129,8 @@ extension AuthFlow {
     ///   `.serverRejected` for a §5.2 body (`invalid_client`); `.httpStatus` for another non-2xx
     ///   answer (such as 403 for a client the server does not let introspect); `.invalidResponse`
     ///   when `active` is missing or not a boolean, or a member has the wrong type or an
-    ///   out-of-range time; `.transport`.
+    ///   out-of-range time, or, for a provider using mutual TLS, when `cnf` `x5t#S256` is not the
+    ///   client certificate's (RFC 8705 §3); `.transport`.
     public func introspect(provider id: String, token: TokenKind = .accessToken) async throws(OAuthError) -> TokenIntrospection {
         return try await reporting(id) { () async throws(OAuthError) -> TokenIntrospection in
             let provider = try self.provider(id)
@@ -147,7 +148,9 @@ extension AuthFlow {
                 }
                 value = refreshToken
             }
-            return try await Introspection.introspect(value, kind: token, url: url, client: client(for: provider))
+            let answer = try await Introspection.introspect(value, kind: token, url: url, client: client(for: provider))
+            try CertificateBinding.check(answer, provider: provider)
+            return answer
         }
     }
 

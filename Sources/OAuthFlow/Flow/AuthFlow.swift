@@ -224,17 +224,27 @@ public actor AuthFlow {
     ///   - scopes: defaults to the provider's scopes.
     ///   - parameters: extra query parameters (such as `login_hint`), over the provider's own.
     ///   - usePKCE: keep `true`; only a confidential client may turn it off.
-    /// - Throws: ``OAuthError`` `.configuration` without an authorization URL or redirect URI.
+    ///
+    /// With the provider's `requestObject`, the parameters are signed with its client key into a
+    /// request object (RFC 9101) and the URL carries `client_id` and `request`. With
+    /// `pushedAuthorization`, or when discovery says `require_pushed_authorization_requests`, they
+    /// are first POSTed to the pushed authorization request endpoint with the client's
+    /// authentication (RFC 9126) and the URL carries only `client_id` and `request_uri`; the
+    /// answer's `expires_in` then bounds ``AuthorizationRequest/expiresAt``.
+    /// - Throws: ``OAuthError`` `.configuration` without an authorization URL or redirect URI, or
+    ///   without a pushed authorization request endpoint when pushing (catalog or discovery);
+    ///   for a pushed request, `.serverRejected`, `.httpStatus`, `.invalidResponse` (a malformed
+    ///   `request_uri` or `expires_in`) and `.transport` from that endpoint.
     public func authorizationRequest(
         provider id: String, scopes: [String]? = nil, parameters: [String: String] = [:], usePKCE: Bool = true
     ) async throws(OAuthError) -> AuthorizationRequest {
         let now = options.now()
         let provider = try resolve(id)
         let request = try await reporting(id) { () async throws(OAuthError) in
-            try AuthorizationCodeGrant.makeRequest(
-                provider: provider, authorizationURL: try await requiredEndpoint(.authorization, of: provider),
-                scopes: scopes ?? provider.scopes, parameters: try await addingDPoPThumbprint(parameters, for: provider), usePKCE: usePKCE, now: now,
-                lifetime: options.pendingAuthorizationLifetime)
+            // Flow/AuthFlow+AuthorizationRequest.swift: plain, signed (RFC 9101) or pushed (RFC 9126).
+            try await makeAuthorizationRequest(
+                provider, scopes: scopes ?? provider.scopes, parameters: try await addingDPoPThumbprint(parameters, for: provider),
+                usePKCE: usePKCE, now: now)
         }
         pending.removeAll { $0.expiresAt <= now }
         if pending.count >= options.maximumPendingAuthorizations { pending.removeFirst(pending.count - options.maximumPendingAuthorizations + 1) }
@@ -294,6 +304,7 @@ public actor AuthFlow {
 
     /// After the callback named `request`: unexpired, then the code exchange through the runner.
     private func complete(_ response: AuthorizationResponse, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
+        do { try checkRequestURIExpiry(of: request) } catch { throw fail(request.providerID, error) }
         guard request.expiresAt > options.now() else {
             throw fail(request.providerID, OAuthError(.stateMismatch, endpoint: .authorization, message: "the authorization request expired"))
         }

@@ -57,6 +57,7 @@ extension AuthFlow {
         case .introspection: provider.introspectionURL
         case .userinfo: provider.userinfoURL
         case .endSession: provider.endSessionURL
+        case .pushedAuthorization: provider.pushedAuthorizationURL
         case .discovery: nil
         }
     }
@@ -70,6 +71,7 @@ extension AuthFlow {
         case .introspection: "introspectionURL"
         case .userinfo: "userinfoURL"
         case .endSession: "endSessionURL"
+        case .pushedAuthorization: "pushedAuthorizationURL"
         case .discovery: "jwksURL"
         }
     }

@@ -100,10 +100,12 @@ extension AuthFlow {
         }
     }
 
-    /// The validation step between exchange and storing: the ID token (OIDC/, Flow/IDTokenStep.swift).
+    /// The validation step between exchange and storing: the ID token (OIDC/, Flow/IDTokenStep.swift),
+    /// and a certificate-bound access token's `cnf` (Credentials/CertificateBinding.swift).
     private func validate(_ response: TokenResponse, of grant: GrantRequest, for provider: Provider) async throws(OAuthError) -> TokenSet {
         let now = options.now()
         let idToken = try await verifiedIDToken(response, of: grant, for: provider, now: now)
+        try CertificateBinding.check(accessToken: response.accessToken, provider: provider)   // RFC 8705 §3, mutual TLS only
         var set: TokenSet
         if let previous = grant.previous {
             set = RefreshTokenGrant.merge(response, into: previous, now: now)

@@ -36,6 +36,10 @@ public struct AuthorizationRequest: Sendable, Codable, CustomStringConvertible {
     /// encoded by a version that did not keep it; the flow that finishes it then takes
     /// ``expiresAt`` minus its ``AuthFlow/Options/pendingAuthorizationLifetime``, as that version did.
     public let requestedAt: Date?
+    /// For a pushed request (RFC 9126), when its `request_uri` expires (the server's
+    /// `expires_in`); ``expiresAt`` is no later. A callback after it is refused with `.expired`.
+    /// Nil for a request that was not pushed.
+    public let requestURIExpiresAt: Date?
 
     /// Provider, redirect URI, scopes and expiry; never the state, verifier or nonce.
     public var description: String {
@@ -52,14 +56,14 @@ extension AuthorizationRequest: CustomDebugStringConvertible, CustomReflectable 
         Mirror(self, children: [
             "providerID": providerID, "state": state, "codeVerifier": codeVerifier as Any, "nonce": nonce as Any,
             "redirectURI": redirectURI, "scopes": scopes, "expiresAt": expiresAt, "maxAge": maxAge as Any,
-            "requestedAt": requestedAt as Any,
+            "requestedAt": requestedAt as Any, "requestURIExpiresAt": requestURIExpiresAt as Any,
         ], displayStyle: .struct)
     }
 }
 
 extension AuthorizationRequest {
     private enum CodingKeys: String, CodingKey {
-        case providerID, url, state, codeVerifier, nonce, redirectURI, scopes, expiresAt, maxAge, requestedAt
+        case providerID, url, state, codeVerifier, nonce, redirectURI, scopes, expiresAt, maxAge, requestedAt, requestURIExpiresAt
     }
 
     /// Decodes a request encoded by ``encode(to:)``; one encoded before ``maxAge`` and
@@ -77,6 +81,7 @@ extension AuthorizationRequest {
         scopes = try container.decode([String].self, forKey: .scopes)
         expiresAt = try container.decode(Date.self, forKey: .expiresAt)
         requestedAt = try container.decodeIfPresent(Date.self, forKey: .requestedAt)
+        requestURIExpiresAt = try container.decodeIfPresent(Date.self, forKey: .requestURIExpiresAt)
         if container.contains(.maxAge) {
             maxAge = try container.decodeIfPresent(TimeInterval.self, forKey: .maxAge)
         } else {
@@ -98,6 +103,7 @@ extension AuthorizationRequest {
         try container.encode(expiresAt, forKey: .expiresAt)
         try container.encode(maxAge, forKey: .maxAge)
         try container.encodeIfPresent(requestedAt, forKey: .requestedAt)
+        try container.encodeIfPresent(requestURIExpiresAt, forKey: .requestURIExpiresAt)
     }
 
     /// The first `max_age` in `url`'s query, in seconds (a negative one counts as 0); nil when
@@ -110,10 +116,42 @@ extension AuthorizationRequest {
 
 /// The authorization code grant with PKCE (RFC 6749 §4.1, RFC 7636).
 enum AuthorizationCodeGrant {
+    /// An authorization request's parameters before they are sent anywhere: the query a plain
+    /// request puts in the browser's URL, and what a pushed or signed request carries instead
+    /// (Grants/PushedAuthorization.swift, Grants/RequestObject.swift).
+    struct Parameters: Sendable {
+        /// The endpoint the browser is sent to.
+        let authorizationURL: URL
+        /// Every parameter, in order: `response_type`, `client_id`, `redirect_uri`, `scope`,
+        /// `state`, the PKCE challenge, `nonce`, then the extra ones sorted by name.
+        let query: [(String, String)]
+        let state: Secret
+        let pkce: PKCE?
+        let nonce: Secret?
+        let redirectURI: URL
+        let scopes: [String]
+        /// The `max_age` among the parameters, in seconds.
+        var maxAge: TimeInterval? {
+            query.first { $0.0 == "max_age" }.flatMap { Int($0.1) }.map { TimeInterval(max($0, 0)) }
+        }
+    }
+
     static func makeRequest(
         provider: Provider, authorizationURL: URL?, scopes: [String], parameters: [String: String], usePKCE: Bool, now: Date,
         lifetime: TimeInterval
     ) throws(OAuthError) -> AuthorizationRequest {
+        let prepared = try self.parameters(
+            provider: provider, authorizationURL: authorizationURL, scopes: scopes, parameters: parameters, usePKCE: usePKCE)
+        return try request(prepared, providerID: provider.id, browserQuery: prepared.query, now: now, lifetime: lifetime)
+    }
+
+    /// The parameters of a new request: fresh `state`, PKCE verifier and `nonce` (for `openid`).
+    /// - Throws: ``OAuthError`` `.configuration` without an authorization URL or redirect URI, for
+    ///   a public client without PKCE, or an extra parameter the flow sets itself; `.crypto`
+    ///   without random bytes.
+    static func parameters(
+        provider: Provider, authorizationURL: URL?, scopes: [String], parameters: [String: String], usePKCE: Bool
+    ) throws(OAuthError) -> Parameters {
         guard let authorizationURL else {
             throw OAuthError(.configuration, providerID: provider.id, message: "provider \"\(provider.id)\" has no authorizationURL")
         }
@@ -141,20 +179,33 @@ enum AuthorizationCodeGrant {
         if let nonce { query.append(("nonce", nonce.reveal())) }
         let extra = provider.authorizationParameters.merging(parameters) { _, call in call }
         query += extra.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        return Parameters(authorizationURL: authorizationURL, query: query, state: state, pkce: pkce, nonce: nonce,
+                          redirectURI: redirectURI, scopes: scopes)
+    }
 
-        guard var components = URLComponents(url: authorizationURL, resolvingAgainstBaseURL: false) else {
-            throw OAuthError(.configuration, providerID: provider.id, message: "authorizationURL cannot be parsed")
+    /// The request whose browser URL is the authorization endpoint with `browserQuery` appended:
+    /// every parameter for a plain request, `client_id` and `request_uri` for a pushed one,
+    /// `client_id` and `request` for a signed one. `requestURIExpiresAt` (a pushed request's)
+    /// bounds ``AuthorizationRequest/expiresAt`` too.
+    /// - Throws: ``OAuthError`` `.configuration` when the URL cannot be built.
+    static func request(
+        _ parameters: Parameters, providerID: String, browserQuery: [(String, String)], now: Date, lifetime: TimeInterval,
+        requestURIExpiresAt: Date? = nil
+    ) throws(OAuthError) -> AuthorizationRequest {
+        guard var components = URLComponents(url: parameters.authorizationURL, resolvingAgainstBaseURL: false) else {
+            throw OAuthError(.configuration, providerID: providerID, message: "authorizationURL cannot be parsed")
         }
         // Keep any query the endpoint URL already has (RFC 6749 §3.1), then append ours.
         let existing = components.percentEncodedQuery.map { $0 + "&" } ?? ""
-        components.percentEncodedQuery = existing + FormEncoding.encodeQuery(query)
+        components.percentEncodedQuery = existing + FormEncoding.encodeQuery(browserQuery)
         guard let url = components.url else {
-            throw OAuthError(.configuration, providerID: provider.id, message: "could not build the authorization URL")
+            throw OAuthError(.configuration, providerID: providerID, message: "could not build the authorization URL")
         }
+        let expiresAt = min(now.addingTimeInterval(lifetime), requestURIExpiresAt ?? .distantFuture)
         return AuthorizationRequest(
-            providerID: provider.id, url: url, state: state, codeVerifier: pkce?.verifier, nonce: nonce,
-            redirectURI: redirectURI, scopes: scopes, expiresAt: now.addingTimeInterval(lifetime),
-            maxAge: AuthorizationRequest.maxAge(in: url), requestedAt: now)
+            providerID: providerID, url: url, state: parameters.state, codeVerifier: parameters.pkce?.verifier, nonce: parameters.nonce,
+            redirectURI: parameters.redirectURI, scopes: parameters.scopes, expiresAt: expiresAt,
+            maxAge: AuthorizationRequest.maxAge(in: url) ?? parameters.maxAge, requestedAt: now, requestURIExpiresAt: requestURIExpiresAt)
     }
 
     /// The code exchange for a callback's `code` (RFC 6749 §4.1.3, RFC 7636 §4.5), with what the

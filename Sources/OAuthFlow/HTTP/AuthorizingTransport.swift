@@ -23,14 +23,16 @@
 ///
 /// The request body is sent again on the retry; every ``HTTPRequest`` body is in memory.
 public struct AuthorizingTransport: HTTPTransport {
-    /// The transport requests go through.
+    /// The transport requests go through: the one given, or, for a provider using
+    /// `tls_client_auth` or `self_signed_tls_client_auth` and a ``CurlTransport`` without a client
+    /// certificate, one like it that presents the provider's certificate (RFC 8705 §3).
     public let base: any HTTPTransport
     /// Where the tokens come from.
     public let source: TokenSource
 
     /// Authorizes requests sent through `base` with tokens from `source`.
     public init(base: any HTTPTransport, source: TokenSource) {
-        self.base = base
+        self.base = source.presentingClientCertificate(on: base)
         self.source = source
     }
 

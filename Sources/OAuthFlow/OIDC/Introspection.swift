@@ -48,6 +48,12 @@ public struct TokenIntrospection: Sendable, Hashable {
     public var notBefore: Date?
     /// Every member of the response, `active` included.
     public var claims: [String: JSONValue]
+    /// `cnf` `x5t#S256`: the thumbprint of the certificate the token is bound to (RFC 8705 §3.2);
+    /// nil when absent or malformed.
+    public var certificateThumbprint: String? {
+        if case .thumbprint(let value) = CertificateBinding.confirmation(in: claims) { return value }
+        return nil
+    }
 
     /// Creates an introspection result.
     public init(

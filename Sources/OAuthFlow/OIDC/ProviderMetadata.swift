@@ -45,6 +45,11 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
     /// `authorization_response_iss_parameter_supported` (RFC 9207 §3); false when absent. When
     /// true, every authorization response carrying a code must carry `iss`.
     public var authorizationResponseIssParameterSupported: Bool
+    /// `pushed_authorization_request_endpoint` (RFC 9126 §5).
+    public var pushedAuthorizationRequestEndpoint: URL?
+    /// `require_pushed_authorization_requests` (RFC 9126 §5); false when absent. When true, the
+    /// flow pushes every authorization request.
+    public var requirePushedAuthorizationRequests: Bool
     /// Every member of the document as sent, including those without a typed property.
     public var document: [String: JSONValue]
 
@@ -65,6 +70,8 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         introspectionEndpoint = try endpoint("introspection_endpoint")
         endSessionEndpoint = try endpoint("end_session_endpoint")
         jwksURI = try endpoint("jwks_uri")
+        pushedAuthorizationRequestEndpoint = try endpoint("pushed_authorization_request_endpoint")
+        requirePushedAuthorizationRequests = try json.bool("require_pushed_authorization_requests") ?? false
         scopesSupported = try json.strings("scopes_supported")
         responseTypesSupported = try json.strings("response_types_supported")
         grantTypesSupported = try json.strings("grant_types_supported")
@@ -85,6 +92,7 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         case .introspection: introspectionEndpoint
         case .userinfo: userinfoEndpoint
         case .endSession: endSessionEndpoint
+        case .pushedAuthorization: pushedAuthorizationRequestEndpoint
         case .discovery: nil
         }
     }
@@ -99,6 +107,7 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         case .introspection: "introspection_endpoint"
         case .userinfo: "userinfo_endpoint"
         case .endSession: "end_session_endpoint"
+        case .pushedAuthorization: "pushed_authorization_request_endpoint"
         case .discovery: "jwks_uri"
         }
     }
@@ -108,7 +117,7 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         let endpoints: [(String, URL?)] = [
             ("authorization", authorizationEndpoint), ("token", tokenEndpoint), ("device", deviceAuthorizationEndpoint),
             ("userinfo", userinfoEndpoint), ("revocation", revocationEndpoint), ("introspection", introspectionEndpoint),
-            ("endSession", endSessionEndpoint), ("jwks", jwksURI),
+            ("endSession", endSessionEndpoint), ("jwks", jwksURI), ("pushedAuthorization", pushedAuthorizationRequestEndpoint),
         ]
         let shown = endpoints.compactMap { name, url in url.map { "\(name): \($0.absoluteString)" } }
         return "ProviderMetadata(issuer: \(issuer), \(shown.joined(separator: ", ")), members: \(document.count))"

@@ -228,6 +228,28 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         set { storage.update { $0.dpopKey = newValue } }
     }
 
+    /// Push the authorization request's parameters to the server before sending the browser
+    /// there (RFC 9126; catalog `pushedAuthorization`). Also done when discovery says
+    /// `require_pushed_authorization_requests`.
+    public var pushedAuthorization: Bool {
+        get { storage.fields.pushedAuthorization }
+        set { storage.update { $0.pushedAuthorization = newValue } }
+    }
+
+    /// The pushed authorization request endpoint (RFC 9126 §2; catalog `pushedAuthorizationURL`);
+    /// nil to take discovery's `pushed_authorization_request_endpoint`.
+    public var pushedAuthorizationURL: URL? {
+        get { storage.fields.pushedAuthorizationURL }
+        set { storage.update { $0.pushedAuthorizationURL = newValue } }
+    }
+
+    /// Sign the authorization request's parameters with ``clientKey`` into a request object
+    /// (RFC 9101; catalog `requestObject`).
+    public var requestObject: Bool {
+        get { storage.fields.requestObject }
+        set { storage.update { $0.requestObject = newValue } }
+    }
+
     /// The algorithm assertions are signed with: ``clientAssertionAlgorithm``, else the key's
     /// default, else HS256 for `client_secret_jwt`; nil for other methods or a custom signer
     /// without a configured algorithm.
@@ -274,6 +296,9 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         var dpop: DPoPMode = .off
         var dpopAlgorithm: SigningAlgorithm? = nil
         var dpopKey: (any DPoPSigner)? = nil
+        var pushedAuthorization = false
+        var pushedAuthorizationURL: URL?
+        var requestObject = false
     }
 
     private var storage: CopyOnWrite<Fields>
@@ -357,6 +382,8 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
             && lhs.clientAssertionAudience == rhs.clientAssertionAudience && lhs.caFile == rhs.caFile
             && lhs.serviceAccount === rhs.serviceAccount && lhs.serviceAccountSubject == rhs.serviceAccountSubject
             && lhs.dpop == rhs.dpop && lhs.dpopAlgorithm == rhs.dpopAlgorithm && lhs.dpopKey === rhs.dpopKey
+            && lhs.pushedAuthorization == rhs.pushedAuthorization && lhs.pushedAuthorizationURL == rhs.pushedAuthorizationURL
+            && lhs.requestObject == rhs.requestObject
     }
 
     /// Hashes the id and client id.
@@ -389,7 +416,7 @@ extension Provider {
             ("authorizationURL", authorizationURL), ("tokenURL", tokenURL),
             ("deviceAuthorizationURL", deviceAuthorizationURL), ("revocationURL", revocationURL),
             ("introspectionURL", introspectionURL), ("userinfoURL", userinfoURL), ("jwksURL", jwksURL),
-            ("endSessionURL", endSessionURL),
+            ("endSessionURL", endSessionURL), ("pushedAuthorizationURL", pushedAuthorizationURL),
         ]
         for (key, url) in endpoints {
             guard let url else { continue }
@@ -416,6 +443,7 @@ extension Provider {
         }
         try validateClientCredentials(fail)
         try validateDPoP(fail)
+        try validateAuthorizationRequestOptions(fail)
         for name in authorizationParameters.keys where Self.reservedAuthorizationParameters.contains(name) {
             throw fail("authorizationParameters", "\"\(name)\" is set by the flow and cannot be overridden")
         }

@@ -222,6 +222,7 @@ extension ProviderCatalog {
         "customUserAgent", "debug", "encodeHttpBody", "icon", "authorizationPattern",
         "clientKeyFile", "clientKeyID", "clientCertificateFile", "clientAssertionAlgorithm", "clientAssertionAudience", "caFile",
         "serviceAccountFile", "subject", "dpop", "dpopAlgorithm",
+        "pushedAuthorization", "pushedAuthorizationURL", "requestObject",
     ]
 
     /// `"clientSecrett" is not a known key; did you mean "clientSecret"?` The key is shown
@@ -324,6 +325,7 @@ extension ProviderCatalog {
                 clientAssertionAudience: credentials.audience, caFile: credentials.caFile, serviceAccount: serviceAccount,
                 serviceAccountSubject: try string("subject"))
             try readDPoP(into: &provider)
+            try authorizationRequestOptions(into: &provider)
             do {
                 try provider.validate()
             } catch {

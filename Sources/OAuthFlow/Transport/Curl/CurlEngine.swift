@@ -5,20 +5,35 @@ import Synchronization
 /// One `curl_multi` handle (a ``CurlMulti``) and the thread that drives it through libcurl's socket interface.
 ///
 /// The thread waits in `epoll_wait` on the sockets libcurl asks it to watch
-/// (`CURLMOPT_SOCKETFUNCTION`) and on an eventfd, for at most libcurl's next timeout
-/// (`CURLMOPT_TIMERFUNCTION`); a ready socket goes to `curl_multi_socket_action` with its readiness,
-/// a passed timeout as `CURL_SOCKET_TIMEOUT`. Every multi call, and so every libcurl callback, is
-/// made on this thread. Callers hand transfers over with ``add(_:)`` and ``cancel(_:)``, which queue
-/// a command and write the eventfd only when the thread sleeps in `epoll_wait` (or is about to).
+/// (`CURLMOPT_SOCKETFUNCTION`), on an eventfd and on an alarm (a timerfd), for at most libcurl's next
+/// timeout (`CURLMOPT_TIMERFUNCTION`); a ready socket goes to `curl_multi_socket_action` with its
+/// readiness, a passed timeout as `CURL_SOCKET_TIMEOUT`.
+///
+/// Every multi call, and so every libcurl callback, is made under the driving lock. The engine
+/// thread holds it while it works and lets go of it while it waits. Callers hand transfers over with
+/// ``add(_:)`` and ``cancel(_:)``, which queue a command and write the eventfd only when the thread
+/// sleeps in `epoll_wait` (or is about to), with one exception that saves the hand-over and the
+/// engine's wake-up: a caller that finds the lock free and no transfer in flight starts its own
+/// transfer (``startDirectly(_:)``): it adds the handle and runs libcurl's first step, which never
+/// blocks (on a kept-alive connection: writing the request), then leaves the rest to the sleeping
+/// engine, whose `epoll_wait` sees the socket it watches now, and whose alarm it sets when libcurl's
+/// timeout comes before the engine's wait ends. The engine resumes the caller when the response is in.
 /// Easy handles are kept for reuse (their transport-wide options stay set), and so is the header
 /// list of the last request shape.
-final class CurlEngine: @unchecked Sendable {   // safe: `multi` (but its `signal()`) and `activeCount` are used only on the engine thread; the rest is a Mutex, an atomic or immutable
+final class CurlEngine: @unchecked Sendable {   // safe: `multi` (but its `signal()` and `wait`), `activeCount` and `CurlTransfer.isActive` are used only under `driving`; the rest is a Mutex, an atomic or immutable
     let library: CurlLibrary
     let settings: CurlSettings
-    /// The multi handle, its epoll set and eventfd: freed when the engine goes, after the thread ended.
+    /// The multi handle, its epoll set, eventfd and alarm: freed when the engine goes, after the thread ended.
     private let multi: CurlMulti
 
-    private var activeCount = 0
+    /// The right to make multi calls (and to read or change ``activeCount``).
+    private let driving = Mutex(())
+    private var activeCount = 0 {
+        didSet { hasActive.store(activeCount > 0, ordering: .relaxed) }
+    }
+    /// ``activeCount`` above 0, readable without the lock: while transfers are in flight (M2's 64
+    /// callers), ``startDirectly(_:)`` does not even try the lock the engine thread needs.
+    private let hasActive = Atomic<Bool>(false)
     private struct Commands {
         var added: [CurlTransfer] = []
         var cancelled: [CurlTransfer] = []
@@ -111,9 +126,34 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi` (but its `signa
         return true
     }
 
+    /// Hands `transfer` to the engine, or starts it on this thread when nothing is in flight and
+    /// the engine is not working (``startDirectly(_:)``); its caller is resumed once it ends.
     func add(_ transfer: CurlTransfer) {
+        if startDirectly(transfer) { return }
         commands.withLock { $0.added.append(transfer) }
         wake()
+    }
+
+    /// Starts `transfer` on the calling thread when the driving lock is free (the engine waits, or
+    /// is between two rounds) and no transfer is in flight: adds its handle, runs libcurl's first
+    /// step (non-blocking: a kept-alive connection's request is written, a new connection's connect
+    /// or resolve begun), and makes sure the engine wakes by libcurl's next timeout. False when it
+    /// did not start it (the caller queues it). A transfer that ends in that first step (refused at
+    /// once) is resumed here.
+    private func startDirectly(_ transfer: CurlTransfer) -> Bool {
+        guard !hasActive.load(ordering: .relaxed) else { return false }
+        var done: [(CurlTransfer, Result<HTTPResponse, OAuthError>)] = []
+        let started = driving.withLockIfAvailable { _ -> Bool in
+            guard activeCount == 0 else { return false }
+            begin(transfer)
+            var running: Int32 = 0
+            // libcurl asks for its timeout at once after an add; a few rounds, then the engine's turn.
+            for _ in 0..<4 where multi.runTimerIfDue(&running) { readCompleted(into: &done) }
+            if !multi.coverTimeout() { wake() }
+            return true
+        } ?? false
+        resume(done)
+        return started
     }
 
     func cancel(_ transfer: CurlTransfer) {
@@ -138,70 +178,97 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi` (but its `signa
 
     // MARK: Engine thread
 
+    /// What the engine thread does after a round under the driving lock.
+    private enum Next {
+        case again
+        case wait(milliseconds: Int32)
+        case stop
+    }
+
     private func run() {
-        let api = library.api
         var running: Int32 = 0
         var events = [c_oauthflow_event](repeating: c_oauthflow_event(), count: 64)
         var next = Commands()
         var stopRequested = false
+        var done: [(CurlTransfer, Result<HTTPResponse, OAuthError>)] = []
         while true {
-            commands.withLock { swap(&$0, &next) }
-            for transfer in next.added {
-                if transfer.cancelled.load(ordering: .relaxed) {
-                    transfer.finish(.failure(transfer.cancellation))
-                } else if api.pointee.multi_add_handle(multi.raw, transfer.easy.raw) != CURLM_OK {
-                    transfer.finish(transfer.result(CURLE_FAILED_INIT, library: library))
-                } else {
-                    // Retained while in the multi; released in `completed` or by the cancellation below.
-                    _ = Unmanaged.passRetained(transfer)
-                    transfer.isActive = true
-                    activeCount += 1
+            let step = driving.withLock { _ -> Next in
+                commands.withLock { swap(&$0, &next) }
+                for transfer in next.added { begin(transfer) }
+                for transfer in next.cancelled where transfer.isActive {
+                    _ = library.api.pointee.multi_remove_handle(multi.raw, transfer.easy.raw)
+                    transfer.isActive = false
+                    activeCount -= 1
+                    done.append((transfer, .failure(transfer.cancellation)))
+                    Unmanaged.passUnretained(transfer).release()
                 }
-            }
-            for transfer in next.cancelled where transfer.isActive {
-                _ = api.pointee.multi_remove_handle(multi.raw, transfer.easy.raw)
-                transfer.isActive = false
-                activeCount -= 1
-                transfer.finish(.failure(transfer.cancellation))
-                Unmanaged.passUnretained(transfer).release()
-            }
-            if next.stopping { stopRequested = true }
-            next.added.removeAll(keepingCapacity: true)
-            next.cancelled.removeAll(keepingCapacity: true)
-            next.stopping = false
-            if stopRequested && activeCount == 0 { break }
+                if next.stopping { stopRequested = true }
+                next.added.removeAll(keepingCapacity: true)
+                next.cancelled.removeAll(keepingCapacity: true)
+                next.stopping = false
+                if stopRequested && activeCount == 0 { return .stop }
 
-            // libcurl's timeout: a transfer just added (libcurl sets 0), a deadline, a retry.
-            if multi.runTimerIfDue(&running) {
-                readCompleted()
-                continue
+                // libcurl's timeout: a transfer just added (libcurl sets 0), a deadline, a retry.
+                if multi.runTimerIfDue(&running) {
+                    readCompleted(into: &done)
+                    return .again
+                }
+                // About to wait: a command queued from now on writes the eventfd.
+                sleeping.store(true, ordering: .sequentiallyConsistent)
+                if !commands.withLock({ $0.isEmpty }) {
+                    sleeping.store(false, ordering: .relaxed)
+                    return .again
+                }
+                return .wait(milliseconds: multi.prepareWait())
+            }
+            // Callers are resumed outside the lock, so one that runs at once finds it free.
+            resume(done)
+            done.removeAll(keepingCapacity: true)
+            let timeout: Int32
+            switch step {
+            case .stop: return
+            case .again: continue
+            case .wait(let milliseconds): timeout = milliseconds
             }
 
-            // Waits for a watched socket, libcurl's next timeout, or a wake-up from add/cancel/stop.
-            sleeping.store(true, ordering: .sequentiallyConsistent)
-            if !commands.withLock({ $0.isEmpty }) {
-                sleeping.store(false, ordering: .relaxed)
-                continue
-            }
-            let count = multi.wait(&events)
+            // Waits for a watched socket, libcurl's next timeout, the alarm, or a wake-up from add/cancel/stop.
+            let count = multi.wait(&events, timeout: timeout)
             sleeping.store(false, ordering: .relaxed)
             guard count > 0 else { continue }   // a timeout (handled above next time round) or EINTR
-            multi.dispatch(events, count: count, running: &running)
-            readCompleted()
+            driving.withLock { _ in
+                multi.dispatch(events, count: count, running: &running)
+                readCompleted(into: &done)
+            }
+            resume(done)
+            done.removeAll(keepingCapacity: true)
         }
         // The multi handle (and the connections it caches) is freed with the engine: the thread's
         // closure holds the last reference once the transport has gone.
     }
 
-    /// Every transfer libcurl reports done, then their callers resumed (see ``resume(_:)``).
-    private func readCompleted() {
+    /// Puts a handed-over transfer into the multi, unless it was cancelled first (then it ends
+    /// here); under the driving lock.
+    private func begin(_ transfer: CurlTransfer) {
+        if transfer.cancelled.load(ordering: .relaxed) {
+            transfer.finish(.failure(transfer.cancellation))
+        } else if library.api.pointee.multi_add_handle(multi.raw, transfer.easy.raw) != CURLM_OK {
+            transfer.finish(transfer.result(CURLE_FAILED_INIT, library: library))
+        } else {
+            // Retained while in the multi; released in `completed` or by a cancellation.
+            _ = Unmanaged.passRetained(transfer)
+            transfer.isActive = true
+            activeCount += 1
+        }
+    }
+
+    /// Every transfer libcurl reports done, with its result, appended to `done` for resumption
+    /// once the lock is let go (see ``resume(_:)``); under the driving lock.
+    private func readCompleted(into done: inout [(CurlTransfer, Result<HTTPResponse, OAuthError>)]) {
         var left: Int32 = 0
-        var done: [(CurlTransfer, Result<HTTPResponse, OAuthError>)] = []
         while let message = library.api.pointee.multi_info_read(multi.raw, &left) {
             guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
             if let finished = completed(handle, code: c_oauthflow_curl_msg_result(message)) { done.append(finished) }
         }
-        resume(done)
     }
 
     /// Resumes the caller of the first transfer; it resumes the others as soon as it runs

@@ -41,7 +41,7 @@ final class CurlLibrary: @unchecked Sendable {   // safe: an immutable table of 
 /// Owns one `CURL` easy handle; `curl_easy_cleanup` in `deinit`.
 ///
 /// Sendable because a handle is used by one thread at a time: built or taken from the engine's pool
-/// by a caller, then used by the engine thread until it goes back to the pool (through a `Mutex`).
+/// by a caller, then used under the engine's driving lock until it goes back to the pool (through a `Mutex`).
 final class CurlEasyHandle: @unchecked Sendable {
     let raw: UnsafeMutableRawPointer
     private let library: CurlLibrary

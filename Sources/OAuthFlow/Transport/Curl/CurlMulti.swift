@@ -1,26 +1,36 @@
 internal import CCurl
 import Glibc
 
-/// Owns one `curl_multi` handle and the epoll set and eventfd that drive it through libcurl's
-/// socket interface; frees all three in `deinit`, the handle first.
+/// Owns one `curl_multi` handle and the epoll set, eventfd and timerfd that drive it through
+/// libcurl's socket interface; frees all four in `deinit`, the handle first.
 ///
 /// libcurl's multi callbacks (`CURLMOPT_SOCKETFUNCTION`, `CURLMOPT_TIMERFUNCTION`) and the socket
 /// callbacks of the easy handles it drives (``trackSockets(of:)``) come back here: what libcurl
 /// watches on each descriptor and when it wants its timeout. They run inside multi calls, all made
-/// on the engine thread (see ``CurlEngine``), or inside `deinit`, where `curl_multi_cleanup` closes
-/// the cached connections; this object outlives both. Only ``signal()`` is called from other threads.
+/// by the holder of the engine's driving lock (see ``CurlEngine``: the engine thread, or a caller
+/// starting its transfer while the engine waits), or inside `deinit`, where `curl_multi_cleanup`
+/// closes the cached connections; this object outlives both. Only ``signal()`` and ``wait(_:timeout:)``
+/// are called without the lock.
 final class CurlMulti {
     let library: CurlLibrary
-    /// The `CURLM *`; multi calls on it are made on the engine thread only.
+    /// The `CURLM *`; multi calls on it are made under the engine's driving lock only.
     let raw: UnsafeMutableRawPointer
     /// The epoll set the engine thread waits on.
     private let poller: FileDescriptor
     /// The eventfd that wakes the engine thread: registered edge-triggered and never read, so a
     /// wake-up is one `write` (see `c_oauthflow_eventfd_signal`).
     private let wakeup: FileDescriptor
+    /// A timerfd in the epoll set (level-triggered, read when it fires): armed by a caller that
+    /// started a transfer while the engine waits, when libcurl's timeout comes before the engine's
+    /// wait ends (see ``coverTimeout()``).
+    private let alarm: FileDescriptor
 
     /// When libcurl wants `CURL_SOCKET_TIMEOUT` (CLOCK_MONOTONIC nanoseconds; 0 for at once), nil for never.
     private var timerDeadline: UInt64?
+    /// When the engine's current (or last) `epoll_wait` ends by itself; `UInt64.max` for never.
+    private var waitDeadline = UInt64.max
+    /// When the alarm expires, until the engine sees it fire; nil while it is not armed.
+    private var alarmDeadline: UInt64?
     /// What libcurl asked to watch on each descriptor and what the epoll set holds for it, by descriptor.
     private var watches: [Watch] = []
 
@@ -54,7 +64,15 @@ final class CurlMulti {
             _ = api.pointee.multi_cleanup(raw)
             return nil
         }
-        guard c_oauthflow_epoll_ctl(poller.raw, c_oauthflow_epoll_add, wakeup.raw, c_oauthflow_epollin | c_oauthflow_epollet) == 0 else {
+        let alarm: FileDescriptor
+        do throws(SystemError) {
+            alarm = try FileDescriptor(returnedBy: c_oauthflow_timerfd())
+        } catch {
+            _ = api.pointee.multi_cleanup(raw)
+            return nil
+        }
+        guard c_oauthflow_epoll_ctl(poller.raw, c_oauthflow_epoll_add, wakeup.raw, c_oauthflow_epollin | c_oauthflow_epollet) == 0,
+              c_oauthflow_epoll_ctl(poller.raw, c_oauthflow_epoll_add, alarm.raw, c_oauthflow_epollin) == 0 else {
             _ = api.pointee.multi_cleanup(raw)
             return nil
         }
@@ -62,6 +80,7 @@ final class CurlMulti {
         self.raw = raw
         self.poller = poller
         self.wakeup = wakeup
+        self.alarm = alarm
         // Keep idle connections to many hosts (and many parallel ones to one host over HTTP/1.1).
         _ = c_oauthflow_curl_multi_setopt_long(api, raw, CURLMOPT_MAXCONNECTS, 64)
         let context = Unmanaged.passUnretained(self).toOpaque()   // libcurl calls back only while this object lives
@@ -79,7 +98,7 @@ final class CurlMulti {
     }
 
     /// Closes the cached connections (libcurl calls back here while doing so) and frees the handle;
-    /// the epoll set and the eventfd close after it.
+    /// the epoll set, the eventfd and the timerfd close after it.
     deinit { _ = library.api.pointee.multi_cleanup(raw) }
 
     /// Has libcurl open and close the sockets of `easy` through this object, which then knows when a
@@ -109,7 +128,7 @@ final class CurlMulti {
         _ = c_oauthflow_eventfd_signal(wakeup.raw)
     }
 
-    // MARK: Engine thread
+    // MARK: Holder of the driving lock
 
     /// Runs libcurl's timeout (`CURL_SOCKET_TIMEOUT`) when it is due; true when it ran.
     func runTimerIfDue(_ running: inout Int32) -> Bool {
@@ -119,27 +138,54 @@ final class CurlMulti {
         return true
     }
 
-    /// Waits in `epoll_wait` for a watched socket, libcurl's next timeout, or a wake-up
-    /// (``signal()``); the number of entries filled in `events`: 0 after a timeout, -1 when interrupted.
-    func wait(_ events: inout [c_oauthflow_event]) -> Int32 {
-        events.withUnsafeMutableBufferPointer { buffer in
-            c_oauthflow_epoll_wait(poller.raw, buffer.baseAddress, Int32(buffer.count), waitMilliseconds())
+    /// `epoll_wait`'s timeout for the wait about to begin: until libcurl's timer (rounded up to a
+    /// whole millisecond), or none; remembers when that wait ends.
+    func prepareWait() -> Int32 {
+        guard let deadline = timerDeadline else {
+            waitDeadline = UInt64.max
+            return -1
         }
+        waitDeadline = deadline
+        let now = Self.now()
+        guard deadline > now else { return 0 }
+        return Int32(clamping: (deadline - now + 999_999) / 1_000_000)
     }
 
-    /// Hands each ready descriptor among the first `count` `events` to libcurl, the eventfd aside.
+    /// After a caller started a transfer while the engine waits (``CurlEngine``): makes sure the
+    /// engine wakes by libcurl's timeout. When the engine's wait (or the armed alarm) ends by then
+    /// already, nothing is done; otherwise the alarm is armed for it. False when the engine must be
+    /// woken now instead (libcurl wants its timeout at once, or the alarm cannot be armed).
+    func coverTimeout() -> Bool {
+        guard let deadline = timerDeadline else { return true }
+        guard deadline != 0 else { return false }
+        if deadline >= min(waitDeadline, alarmDeadline ?? UInt64.max) { return true }
+        guard c_oauthflow_timerfd_arm(alarm.raw, deadline) == 0 else { return false }
+        alarmDeadline = deadline
+        return true
+    }
+
+    /// Hands each ready descriptor among the first `count` `events` to libcurl, the eventfd aside;
+    /// an alarm that fired is read (it has done its job: the engine is awake).
     func dispatch(_ events: [c_oauthflow_event], count: Int32, running: inout Int32) {
         for index in 0..<Int(count) where events[index].fd != wakeup.raw {
+            if events[index].fd == alarm.raw {
+                c_oauthflow_timerfd_clear(alarm.raw)
+                alarmDeadline = nil
+                continue
+            }
             ready(events[index].fd, events: events[index].events, running: &running)
         }
     }
 
-    /// `epoll_wait`'s timeout: until libcurl's timer (rounded up to a whole millisecond), or none.
-    private func waitMilliseconds() -> Int32 {
-        guard let deadline = timerDeadline else { return -1 }
-        let now = Self.now()
-        guard deadline > now else { return 0 }
-        return Int32(clamping: (deadline - now + 999_999) / 1_000_000)
+    // MARK: Engine thread, without the lock
+
+    /// Waits in `epoll_wait` for a watched socket, `timeout` milliseconds (from ``prepareWait()``;
+    /// -1 for none), the alarm, or a wake-up (``signal()``); the number of entries filled in
+    /// `events`: 0 after a timeout, -1 when interrupted.
+    func wait(_ events: inout [c_oauthflow_event], timeout: Int32) -> Int32 {
+        events.withUnsafeMutableBufferPointer { buffer in
+            c_oauthflow_epoll_wait(poller.raw, buffer.baseAddress, Int32(buffer.count), timeout)
+        }
     }
 
     /// A ready descriptor: its readiness to libcurl, or, for a connection no transfer watches

@@ -92,8 +92,9 @@ public final class CurlTransport: HTTPTransport {
         let engine = try runningEngine()
         let transfer = try engine.transfer(for: request)
         let result = await withTaskCancellationHandler {
-            // Resumed exactly once (`CurlTransfer.finish`), by the engine thread or by the caller of
-            // a transfer that finished at the same time (`resumeFollowers`).
+            // Resumed exactly once (`CurlTransfer.finish`): by the engine thread, by this caller when
+            // the transfer it started itself ended at once (`CurlEngine.add`), or by the caller of a
+            // transfer that finished at the same time (`resumeFollowers`).
             await withUnsafeContinuation { continuation in
                 transfer.continuation = continuation
                 engine.add(transfer)
@@ -138,10 +139,11 @@ struct CurlSettings: Sendable {
 
 /// One request: its easy handle, its header list, and the response as it arrives.
 ///
-/// Built on the caller's thread; once handed to the engine it is touched only on the engine's thread
-/// (callbacks and completion), except ``cancelled``, until the engine resumes a caller: then the
-/// transfer (and its ``followers``) belong to that caller's thread, which resumes the followers.
-final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used by one thread at a time (caller, engine, then the resumed caller), each hand-over through a Mutex or a continuation; `cancelled` is atomic
+/// Built on the caller's thread; once handed to the engine (or started by its caller, see
+/// ``CurlEngine``) it is touched only under the engine's driving lock (callbacks and completion),
+/// except ``cancelled``, until a caller is resumed: then the transfer (and its ``followers``) belong
+/// to that caller's thread, which resumes the followers.
+final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used by one thread at a time (caller, the holder of the engine's driving lock, then the resumed caller), each hand-over through a Mutex or a continuation; `cancelled` is atomic
     let easy: CurlEasyHandle
     private let headerList: CurlHeaderList
     private let limit: Int
@@ -150,7 +152,7 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
     private let connectTimeout: TimeInterval
     var continuation: UnsafeContinuation<Result<HTTPResponse, OAuthError>, Never>?
     let cancelled = Atomic<Bool>(false)
-    /// True while the handle is in the multi (engine thread only).
+    /// True while the handle is in the multi (under the engine's driving lock only).
     var isActive = false
 
     /// The response as it arrives; the callbacks change it through one `inout` access each.
@@ -274,7 +276,7 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
     private var host: String { url.host ?? "?" }
     private var scheme: String { url.scheme?.lowercased() ?? "" }
 
-    // MARK: Callbacks (engine thread)
+    // MARK: Callbacks (under the engine's driving lock)
 
     private func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
         if cancelled.load(ordering: .relaxed) { return 0 }
@@ -345,7 +347,7 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
         return bytes.count
     }
 
-    // MARK: Completion (engine thread)
+    // MARK: Completion (under the engine's driving lock)
 
     /// The result for libcurl's `code`; read before the handle goes back to the pool.
     func result(_ code: CURLcode, library: CurlLibrary) -> Result<HTTPResponse, OAuthError> {

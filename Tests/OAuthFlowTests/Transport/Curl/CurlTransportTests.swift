@@ -99,8 +99,8 @@ struct CurlTransportTests {
 
         // Each new name and port is resolved on libcurl's resolver thread, whose socket the engine
         // watches beside the kept-alive connections' sockets.
-        // (Not 127.0.0.1 as well: that is another connection, which this server, serving one
-        // connection at a time, would accept only once the first is idle for 5 s.)
+        // (Not 127.0.0.1 as well: another host name is another connection, and the counts below
+        // say each server saw one.)
         let bases = ["http://localhost:\(first.port)", "http://localhost:\(second.port)",
                      "http://localhost:\(first.port)", "http://localhost:\(second.port)"]
         var bodies: [String] = []
@@ -237,6 +237,63 @@ struct CurlTransportTests {
         #expect(error?.code == .transport)
         #expect(error?.isRetryable == true)
         #expect(error?.message?.contains("total deadline (1 s)") == true)
+    }
+
+    /// A server that answers the first request on a kept-alive connection and never the second;
+    /// `heads` counts the request heads it has read.
+    private func answersOnce(heads: HeadCount = HeadCount()) throws -> LoopbackServer {
+        try LoopbackServer { connection in
+            connection.readHead()
+            heads.value.withLock { $0 += 1 }
+            connection.write("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+            connection.readHead()
+            heads.value.withLock { $0 += 1 }
+            for _ in 0..<600 where !connection.isStopped { usleep(100_000) }
+        }
+    }
+
+    @Test("a request the caller starts while the engine sleeps (nothing in flight) still ends at the total deadline")
+    func directStartKeepsDeadline() async throws {
+        let server = try answersOnce()
+        defer { server.stop() }
+        let transport = transport(timeout: 1)
+
+        let first = try await transport.send(get(server.baseURL))
+        // Time for the engine to go back to its wait with nothing in flight (had it not, it would
+        // see the next transfer's deadline itself, and the test pass without the alarm). The next
+        // request is written on the kept-alive connection by the caller, and only the engine's
+        // alarm ends the silent wait for its answer.
+        try await Task.sleep(for: .milliseconds(200))
+        let error = await #expect(throws: OAuthError.self) { try await transport.send(get(server.baseURL)) }
+
+        #expect(first.status == 200)
+        #expect(error?.code == .transport)
+        // A deadline ended it (libcurl's timeout). The message names the connect timeout, as for any
+        // timed-out request on a reused connection: libcurl reports no connect time for one.
+        #expect(error?.message?.contains("within the") == true && error?.message?.contains("(1 s)") == true,
+                "\(String(describing: error?.message))")
+        #expect(server.connectionCount == 1, "the second request went out on the kept-alive connection")
+    }
+
+    @Test("cancelling a request the caller started on a kept-alive connection, once the server has it: .cancelled")
+    func directStartCancelled() async throws {
+        let heads = HeadCount()
+        let server = try answersOnce(heads: heads)
+        defer { server.stop() }
+        let transport = transport(timeout: 30)
+        let first = try await transport.send(get(server.baseURL))
+        let task = Task { try await transport.send(get(server.baseURL)) }
+        #expect(await eventually { heads.value.withLock { $0 } == 2 })
+
+        task.cancel()
+        let result = await task.result
+
+        #expect(first.status == 200)
+        guard case .failure(let failure) = result, let error = failure as? OAuthError else {
+            Issue.record("a cancelled request returned \(result)")
+            return
+        }
+        #expect(error.code == .cancelled)
     }
 
     @Test("a listener that never accepts ends at the connect timeout, which the message names")
@@ -541,4 +598,9 @@ final class SelfSignedTLSServer: Sendable {
         process.waitUntilExit()
         try? FileManager.default.removeItem(at: directory)
     }
+}
+
+/// How many request heads a ``LoopbackServer`` handler has read.
+final class HeadCount: Sendable {
+    let value = Mutex(0)
 }

@@ -1,0 +1,62 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+// The authorization request's way to the server: in the browser's URL, signed (RFC 9101), or
+// pushed (RFC 9126).
+extension AuthFlow {
+    /// A new authorization request for `provider`: its parameters made, then signed into a
+    /// request object when the provider says `requestObject`, then pushed when it says
+    /// `pushedAuthorization` or its metadata says `require_pushed_authorization_requests`.
+    /// - Throws: ``OAuthError`` as ``authorizationRequest(provider:scopes:parameters:usePKCE:)`` documents.
+    func makeAuthorizationRequest(
+        _ provider: Provider, scopes: [String], parameters: [String: String], usePKCE: Bool, now: Date
+    ) async throws(OAuthError) -> AuthorizationRequest {
+        let prepared = try AuthorizationCodeGrant.parameters(
+            provider: provider, authorizationURL: try await requiredEndpoint(.authorization, of: provider), scopes: scopes,
+            parameters: parameters, usePKCE: usePKCE)
+        let lifetime = options.pendingAuthorizationLifetime
+        let signed = provider.requestObject ? try await RequestObject.make(prepared.query, provider: provider, now: now) : nil
+        guard try await pushesAuthorizationRequests(provider) else {
+            let browserQuery = signed.map { [("client_id", provider.clientID), ("request", $0.reveal())] } ?? prepared.query
+            return try AuthorizationCodeGrant.request(prepared, providerID: provider.id, browserQuery: browserQuery, now: now, lifetime: lifetime)
+        }
+        let url = try await requiredEndpoint(.pushedAuthorization, of: provider)
+        let client = client(for: provider)
+        let fields = PushedAuthorization.fields(
+            prepared.query, requestObject: signed, clientID: provider.clientID, authentication: client.authentication)
+        let answer = try await PushedAuthorization.push(fields, to: url, client: client)
+        logger.debug(provider, "authorization request pushed; request_uri expires in \(answer.expiresIn) s; request object=\(signed != nil)")
+        return try AuthorizationCodeGrant.request(
+            prepared, providerID: provider.id, browserQuery: [("client_id", provider.clientID), ("request_uri", answer.requestURI)],
+            now: now, lifetime: lifetime, requestURIExpiresAt: now.addingTimeInterval(TimeInterval(answer.expiresIn)))
+    }
+
+    /// True when `provider`'s authorization requests are pushed: the catalog's
+    /// `pushedAuthorization`, or the discovered `require_pushed_authorization_requests`.
+    ///
+    /// The metadata is read when the flow needs it anyway (the authorization endpoint is not
+    /// written in the catalog) or already holds it; a provider whose endpoints are all written
+    /// costs no discovery request.
+    /// - Throws: what ``metadata(for:)`` throws when discovery was needed and failed.
+    func pushesAuthorizationRequests(_ provider: Provider) async throws(OAuthError) -> Bool {
+        if provider.pushedAuthorization { return true }
+        guard let issuer = provider.issuer else { return false }
+        if provider.authorizationURL == nil {
+            return try await discoveredMetadata(for: provider).requirePushedAuthorizationRequests
+        }
+        return discoveryCache.fresh(issuer, now: options.now())?.0.requirePushedAuthorizationRequests ?? false
+    }
+
+    /// Refuses a callback for a pushed request whose `request_uri` has expired (RFC 9126 §2.2:
+    /// its `expires_in` bounds the pending request).
+    /// - Throws: ``OAuthError`` `.expired` (recovery: authorize again) naming the expiry.
+    func checkRequestURIExpiry(of request: AuthorizationRequest) throws(OAuthError) {
+        guard let expiry = request.requestURIExpiresAt, expiry <= options.now() else { return }
+        throw OAuthError(.expired, providerID: request.providerID, endpoint: .pushedAuthorization,
+                         message: "the pushed authorization request's request_uri expired at \(expiry) (its expires_in, RFC 9126 §2.2); "
+                            + "start a new authorization request")
+    }
+}
