@@ -447,6 +447,48 @@ func runDiagIDToken(_ config: Config) -> Int32 {
     return 0
 }
 
+/// `diag-dpop`: one DPoP proof for a resource request (claims, `jti`, `ath`, ES256 or EdDSA
+/// signature, encoding) against a bare `EVP_DigestSign` of the same signing input, in the same run,
+/// in three alternating rounds; `dpop_<alg>_ratio` is proof CPU time over bare CPU time (issue 18:
+/// at most 1.3).
+func runDiagDPoP(_ config: Config) -> Int32 {
+    let n = Config.envInt("BENCH_DPOP_N", 5000)
+    for name in ["ES256", "EdDSA"] {
+        let label = "dpop_\(name.lowercased())"
+        let probe: DPoPDiagnostics
+        do { probe = try DPoPDiagnostics(algorithm: name) } catch {
+            warn("diag-dpop \(name): \(error)")
+            return 1
+        }
+        var bare: UInt64 = 0
+        var proof: UInt64 = 0
+        for round in 0..<3 {
+            bare += cpuNs(count: n) { probe.bareSign() }
+            proof += cpuNs(count: n) { probe.proof() }
+            if round == 0, probe.proof() == 0 || probe.bareSign() == 0 { warn("diag-dpop \(name): signing failed"); return 1 }
+        }
+        config.result("\(label)_bare_sign_cpu_ns_per_op", Double(bare) / Double(3 * n))
+        config.result("\(label)_proof_cpu_ns_per_op", Double(proof) / Double(3 * n))
+        config.result("\(label)_ratio", Double(proof) / Double(max(bare, 1)))
+    }
+    return 0
+}
+
+/// The calling thread's CPU time for `count` calls of `body`, after a warm-up of 100.
+func cpuNs(count: Int, _ body: () -> Int) -> UInt64 {
+    func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+    var sink = 0
+    for _ in 0..<100 { sink &+= body() }
+    let start = now()
+    for _ in 0..<count { sink &+= body() }
+    if sink == 42 { warn("") }
+    return now() - start
+}
+
 /// Like `timeMicro`, plus the calling thread's CPU time per call (`CLOCK_THREAD_CPUTIME_ID`).
 func timeCPU(_ config: Config, _ label: String, count: Int, _ body: () -> Int) {
     func threadCPUNs() -> UInt64 {

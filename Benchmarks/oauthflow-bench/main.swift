@@ -4,7 +4,7 @@
 // (the same through blocking curl_easy_perform on Dispatch workers), `diag-seq`, `diag-pipeline`
 // (M1 split into transport-only and AuthFlow-overhead timings), `diag-transports` and
 // `diag-authflow-raw`, `diag-fleet`, `diag-handoffs` (context switches per fetch), `diag-pkce`,
-// `diag-idtoken` (see Diagnostics.swift). Exit 3 = unknown mode.
+// `diag-idtoken`, `diag-dpop` (see Diagnostics.swift). Exit 3 = unknown mode.
 //
 // Everything goes through OAuthFlow's public API: AuthFlow.clientCredentials(provider:) for a
 // fresh fetch (a real HTTP request each, client_secret_basic), a TokenSource's token() for the cached
@@ -539,8 +539,9 @@ let asyncModes: Set<String> = ["m1", "m2", "m3", "m4", "diag-m2", "diag-m2-easy"
 if mode == "pkce" { exit(runPKCE(Config.load())) }
 if mode == "diag-pkce" { exit(runDiagPKCE(Config.load())) }
 if mode == "diag-idtoken" { exit(runDiagIDToken(Config.load())) }
+if mode == "diag-dpop" { exit(runDiagDPoP(Config.load())) }
 guard asyncModes.contains(mode) else {
-    warn("mode \"\(mode)\" is not supported (modes: m1 m2 m3 m4 pkce m5 diag-m2 diag-m2-easy diag-seq diag-transports diag-authflow-raw diag-fleet diag-pipeline diag-handoffs diag-pkce diag-idtoken)")
+    warn("mode \"\(mode)\" is not supported (modes: m1 m2 m3 m4 pkce m5 diag-m2 diag-m2-easy diag-seq diag-transports diag-authflow-raw diag-fleet diag-pipeline diag-handoffs diag-pkce diag-idtoken diag-dpop)")
     exit(3)
 }
 

@@ -37,6 +37,8 @@ public enum Command: Sendable, Equatable {
     case login(LoginOptions)
     /// `token PROVIDER [--json]`.
     case token(provider: String, json: Bool)
+    /// `token PROVIDER --dpop-proof METHOD URL`: the two header lines of a DPoP-bound request.
+    case tokenProof(provider: String, method: String, url: String)
     /// `status [PROVIDER] [--json]`.
     case status(provider: String?, json: Bool)
     /// `logout PROVIDER [--local]`.
@@ -69,7 +71,7 @@ public enum Command: Sendable, Equatable {
         switch self {
         case .providers: return "providers"
         case .login: return "login"
-        case .token: return "token"
+        case .token, .tokenProof: return "token"
         case .status: return "status"
         case .logout: return "logout"
         case .discover: return "discover"
@@ -280,6 +282,13 @@ extension Authflow {
                                                   json: flag("--json"), timeout: timeout,
                                                   qr: flag("--qr") ? true : flag("--no-qr") ? false : nil)))
         case "token":
+            if flag("--dpop-proof") {
+                guard !flag("--json"), !flag("--header") else { throw UsageError("--dpop-proof prints header lines; drop --json and --header", command: commandName) }
+                guard positionals.count == 3 else { throw UsageError("--dpop-proof needs PROVIDER METHOD URL", command: commandName) }
+                try DPoPProofCommand.check(method: positionals[1], url: positionals[2])
+                return invocation(.tokenProof(provider: positionals[0], method: positionals[1], url: positionals[2]))
+            }
+            if positionals.count > 1 { throw UsageError("unexpected argument '\(positionals[1])'", command: commandName) }
             if flag("--header") {
                 guard !flag("--json") else { throw UsageError("choose one of --json, --header", command: commandName) }
                 return invocation(.tokenHeader(provider: positionals[0]))

@@ -146,6 +146,7 @@ public enum Authflow {
             case .providers(let json): status = try await context.providers(json: json)
             case .login(let options): status = try await context.login(options)
             case .token(let provider, let json): status = try await context.token(provider, json: json)
+            case .tokenProof(let provider, let method, let url): status = try await context.tokenProof(provider, method: method, url: url)
             case .status(let provider, let json): status = try await context.status(provider, json: json)
             case .logout(let provider, let localOnly): status = try await context.logout(provider, localOnly: localOnly)
             case .discover(let options): status = try await context.discover(options)

@@ -250,6 +250,7 @@ struct StatusRow {
             ("logged_in", .bool(true)),
             ("grant", .string(authorization.grant.rawValue)),
             ("token_type", .string(authorization.tokenType)),
+            ("dpop_bound", .bool(authorization.isDPoPBound)),   // RFC 9449: the token needs a proof; the key is never shown
             ("issued_at", .date(authorization.issuedAt)),
             ("expires_at", .date(authorization.expiresAt)),
             ("expired", .bool(isExpired(now: now))),
@@ -293,7 +294,8 @@ struct StatusRow {
             let expires = authorization.map { auth in
                 auth.expiresAt.map { "\(Timestamps.iso8601($0)) (\(Timestamps.relative($0, now: now)))" } ?? "never"
             } ?? "-"
-            return [row.provider, row.state(now: now), authorization.map { grantName($0.grant) } ?? "-", row.authentication, expires,
+            return [row.provider, row.state(now: now), authorization.map { grantName($0.grant) + ($0.isDPoPBound ? " (DPoP)" : "") } ?? "-",
+                    row.authentication, expires,
                     authorization.map { $0.scopes.isEmpty ? "-" : $0.scopes.joined(separator: " ") } ?? "-",
                     authorization.map { $0.isRefreshable ? "yes" : "no" } ?? "-",
                     row.needsReauthorization(now: now) ? "yes" : "no"]

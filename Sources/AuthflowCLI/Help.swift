@@ -41,9 +41,10 @@ extension Authflow {
             ],
             notes: "Ctrl-C cancels the login promptly, stores nothing, and exits 130."),
         CommandSpec(
-            "token", usage: "[--config FILE] [--store DIR] token PROVIDER [--json] [--header]", synopsis: "token PROVIDER [--json]",
-            summary: "print a valid access token; refresh or re-fetch when needed", positionalNames: ["PROVIDER"],
-            positionals: 1...1, takesProvider: true,
+            "token", usage: "[--config FILE] [--store DIR] token PROVIDER [--json | --header | --dpop-proof METHOD URL]",
+            synopsis: "token PROVIDER [--json]",
+            summary: "print a valid access token; refresh or re-fetch when needed", positionalNames: ["PROVIDER", "METHOD", "URL"],
+            positionals: 1...3, takesProvider: true,
             about: """
             Print a valid access token for PROVIDER and a newline on stdout, nothing else.
 
@@ -53,7 +54,12 @@ extension Authflow {
             options: [
                 OptionSpec("--json", "one JSON object instead: access_token, token_type, expires_at, scopes"),
                 OptionSpec("--header", "the header line instead: Authorization: Bearer <token>"),
+                OptionSpec("--dpop-proof", label: "--dpop-proof METHOD URL",
+                           "two header lines for one request instead: Authorization (Bearer or DPoP)",
+                           "and, for a DPoP-bound token, a DPoP proof for METHOD URL (RFC 9449);",
+                           "curl -H @- reads them: authflow token P --dpop-proof GET URL | curl -H @- URL"),
             ],
+            optionWidth: 10,
             notes: """
             Example: curl -H "Authorization: Bearer $(authflow token github)" https://api.github.com/user
                  or: authflow token github --header | curl -H @- https://api.github.com/user

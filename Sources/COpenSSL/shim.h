@@ -108,6 +108,7 @@ static inline int c_oauthflow_selection_public_key(void) { return EVP_PKEY_PUBLI
     X(X509_free) \
     X(X509_get0_pubkey) \
     X(d2i_AutoPrivateKey) \
+    X(i2d_PrivateKey) \
     X(d2i_X509)
 
 #pragma GCC diagnostic push

@@ -25,8 +25,20 @@ extension URLRequest {
     /// - Throws: ``OAuthError`` as ``TokenSource/authorizationHeaderValue()``:
     ///   `.reauthorizationRequired`, `.transport` from the token endpoint, `.storage`,
     ///   `.configuration` for a provider that is not configured. The request is left unchanged.
+    ///
+    /// For a DPoP-bound token (RFC 9449 §7.1) it sets `Authorization: DPoP <token>` and a `DPoP`
+    /// proof for this request's method and URL: set both before calling, and authorize again for
+    /// every send. When the answer is a 401 `use_dpop_nonce`,
+    /// ``TokenSource/shouldRetryWithDPoPNonce(status:headers:url:)`` says so; authorize again and
+    /// send once more.
     public mutating func authorize(with source: TokenSource) async throws(OAuthError) {
-        let value = try await source.authorizationHeaderValue()
-        setValue(value, forHTTPHeaderField: "Authorization")
+        guard let url else {
+            let value = try await source.authorizationHeaderValue()
+            setValue(value, forHTTPHeaderField: "Authorization")
+            return
+        }
+        let headers = try await source.authorizationHeaders(method: httpMethod ?? "GET", url: url)
+        setValue(headers.authorization.reveal(), forHTTPHeaderField: "Authorization")
+        setValue(headers.dpop?.reveal(), forHTTPHeaderField: "DPoP")
     }
 }

@@ -102,7 +102,7 @@ public final class ClientKey: ClientAssertionSigner, CustomStringConvertible, Cu
         }
     }
 
-    private let pair: PrivateKeyPair
+    let pair: PrivateKeyPair
     /// The key's type and size.
     public let kind: Kind
     /// The file the key was read from, or nil for a key given as text.

@@ -61,6 +61,41 @@ final class PrivateKeyPair: Sendable {
         return .failure(Refusal(reason: "is neither an RSA, an EC (P-256, P-384, P-521) nor an Ed25519 key"))
     }
 
+    /// A fresh key pair for `algorithm` (a DPoP key, RFC 9449 §2): P-256/P-384/P-521 for ES256/
+    /// ES384/ES512, Ed25519 for EdDSA, RSA-2048 for RS*/PS*.
+    /// - Throws: ``OAuthError`` `.configuration` for an HMAC algorithm; `.crypto` when OpenSSL fails.
+    static func generate(for algorithm: JWSAlgorithm) throws(OAuthError) -> PrivateKeyPair {
+        switch algorithm.family {
+        case .ecdsa(let curve):
+            let key = try PKeyContext(algorithm: "EC").generate { libcrypto.pointee.EVP_PKEY_CTX_set_group_name($0, curve.rawValue) }
+            return PrivateKeyPair(pair: key, kind: .ec(curve))
+        case .edDSA:
+            return PrivateKeyPair(pair: try PKeyContext(algorithm: "ED25519").generate(), kind: .ed25519)
+        case .rsa:
+            let key = try PKeyContext(algorithm: "RSA").generate {
+                libcrypto.pointee.EVP_PKEY_CTX_set_rsa_keygen_bits($0, Int32(PublicKey.minimumRSABits))
+            }
+            return PrivateKeyPair(pair: key, kind: .rsa(bits: key.bits))
+        case .hmac, .none:
+            throw OAuthError(.configuration, message: "a key pair cannot be made for \(algorithm.rawValue)")
+        }
+    }
+
+    /// The private key as DER (`i2d_PrivateKey`: PKCS#1 for RSA, SEC1 for EC, PKCS#8 for
+    /// Ed25519), which ``decode(der:)`` reads back. A secret: the caller wipes or seals it.
+    /// - Throws: ``OAuthError`` `.crypto` when OpenSSL cannot encode the key.
+    func privateKeyDER() throws(OAuthError) -> [UInt8] {
+        let length = Int(libcrypto.pointee.i2d_PrivateKey(pair.pointer, nil))
+        guard length > 0 else { throw OAuthError(.crypto, message: "encoding a private key failed: \(OpenSSLError.last())") }
+        var der = [UInt8](repeating: 0, count: length)
+        let written = der.withUnsafeMutableBufferPointer { buffer -> Int32 in
+            var cursor: UnsafeMutablePointer<UInt8>? = buffer.baseAddress
+            return libcrypto.pointee.i2d_PrivateKey(pair.pointer, &cursor)
+        }
+        guard Int(written) == length else { throw OAuthError(.crypto, message: "encoding a private key failed: \(OpenSSLError.last())") }
+        return der
+    }
+
     /// The JOSE curve for an OpenSSL group name (`prime256v1`, `secp384r1`, `secp521r1`, or the NIST names).
     static func curve(named group: String) -> EllipticCurve? {
         switch group {
@@ -86,6 +121,12 @@ final class PrivateKeyPair: Sendable {
             throw OAuthError(.crypto, message: "OpenSSL returned an unexpected ECDSA signature")
         }
         return raw
+    }
+
+    /// `EVP_DigestSign` of `input` alone (DER for ECDSA, no JWS conversion): the baseline the
+    /// benchmark's `diag-dpop` compares a whole DPoP proof with.
+    func bareDigestSign(_ algorithm: JWSAlgorithm, input: [UInt8]) throws(OAuthError) -> [UInt8] {
+        try DigestContext().sign(key: pair, digest: algorithm == .edDSA ? nil : algorithm.hash, pss: algorithm.isPSS, message: input)
     }
 
     /// The public half's JWK members (RFC 7517 §4, RFC 7518 §6, RFC 8037 §2), in RFC 7638 order.

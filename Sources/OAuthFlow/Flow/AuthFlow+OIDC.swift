@@ -9,7 +9,8 @@ extension AuthFlow {
     /// Fetches the signed-in user's claims from the provider's userinfo endpoint.
     ///
     /// Sends `GET` with `Authorization: Bearer <access token>` (the scheme always written `Bearer`,
-    /// whatever case the server used in `token_type`), refreshing the token first when it is due,
+    /// whatever case the server used in `token_type`; a DPoP-bound token as `Authorization: DPoP`
+    /// with a proof, RFC 9449 §7.1, without a nonce retry), refreshing the token first when it is due,
     /// like ``accessToken(for:)``. A JSON answer is read into ``UserInfo``. A signed answer
     /// (`application/jwt`, Core §5.3.2) is verified first, as an ID token's signature is: with the
     /// provider's JWKS (an unknown `kid` refetches it once, see the ID token rules in
@@ -39,12 +40,14 @@ extension AuthFlow {
         // Its failures are published by the renewal itself.
         let set = try await tokenSet(for: id)
         return try await reporting(id) { () async throws(OAuthError) -> UserInfo in
-            guard set.isBearer else {
+            guard set.isBearer || set.isDPoPBound else {
                 throw OAuthError(.configuration, providerID: id, endpoint: .userinfo,
-                                 message: "the access token's token_type is \"\(set.tokenType)\", not Bearer (RFC 6750)")
+                                 message: "the access token's token_type is \"\(set.tokenType)\", not Bearer (RFC 6750) or DPoP (RFC 9449)")
             }
+            // A DPoP-bound token goes with a proof for this GET (RFC 9449 §7.1).
+            let dpop = set.isDPoPBound ? try await tokenSource(for: id).headers(for: set, method: "GET", url: url) : nil
             let info: UserInfo
-            switch try await UserInfoEndpoint.fetch(url, token: set.accessToken, client: client(for: provider)) {
+            switch try await UserInfoEndpoint.fetch(url, token: set.accessToken, client: client(for: provider), dpop: dpop) {
             case .claims(let claims): info = claims
             case .signed(let compact): info = try await verifiedUserInfo(compact, of: provider)
             }

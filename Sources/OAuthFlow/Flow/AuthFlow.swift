@@ -246,8 +246,8 @@ public actor AuthFlow {
         let request = try await reporting(id) { () async throws(OAuthError) in
             // Flow/AuthFlow+AuthorizationRequest.swift: plain, signed (RFC 9101) or pushed (RFC 9126).
             try await makeAuthorizationRequest(
-                provider, scopes: scopes ?? provider.scopes, parameters: parameters, usePKCE: usePKCE,
-                resources: resources ?? provider.resources, now: now)
+                provider, scopes: scopes ?? provider.scopes, parameters: try await addingDPoPThumbprint(parameters, for: provider),
+                usePKCE: usePKCE, resources: resources ?? provider.resources, now: now)
         }
         pending.removeAll { $0.expiresAt <= now }
         if pending.count >= options.maximumPendingAuthorizations { pending.removeFirst(pending.count - options.maximumPendingAuthorizations + 1) }

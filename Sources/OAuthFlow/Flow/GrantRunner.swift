@@ -35,30 +35,33 @@ extension AuthFlow {
         do { grant = try await make(provider) } catch { throw fail(provider.id, error) }
         if grant.announces { publish(.requestingAccessToken(provider: provider.id)) }
         let response: TokenResponse
+        let proof: DPoPProver?
         do {
-            response = try await exchange(grant, for: provider)
+            proof = try await dpopProver(for: provider, previous: grant.previous)
+            response = try await exchange(grant, for: provider, proof: proof)
         } catch {
             guard let previous = grant.previous else { throw fail(provider.id, error) }
             if error.code == .reauthorizationRequired { await markRejected(previous, ticket: ticket) }
             throw fail(provider.id, error, since: ticket)
         }
         if grant.isRefresh { logger.info(provider.id, "refreshed; refresh token \(response.refreshToken == nil ? "kept" : "rotated")") }
-        return try await finish(grant, response, for: provider, ticket: ticket, locked: locked)
+        return try await finish(grant, response, for: provider, dpopKey: proof?.generatedKey, ticket: ticket, locked: locked)
     }
 
     /// The exchange: the token endpoint (the catalog's, else discovered), then the grant's
     /// request through the provider's client, which adds the client's authentication.
-    private func exchange(_ grant: GrantRequest, for provider: Provider) async throws(OAuthError) -> TokenResponse {
+    /// With `proof`, every request carries a DPoP proof (RFC 9449 §5).
+    private func exchange(_ grant: GrantRequest, for provider: Provider, proof: DPoPProver?) async throws(OAuthError) -> TokenResponse {
         let url = try await requiredEndpoint(.token, of: provider)
         try await checkClientAssertionAlgorithm(for: provider)
         let client = client(for: provider)
         do {
             switch grant.exchange {
             case .post(let fields, let scope):
-                return try await client.requestToken(fields, url: url, retrying: scope)
+                return try await client.requestToken(fields, url: url, retrying: scope, proof: proof)
             case .devicePoll(let code):
                 return try await DeviceAuthorizationGrant.poll(
-                    code, client: client, tokenURL: url, clock: options.clock, now: options.now,
+                    code, client: client, tokenURL: url, proof: proof, clock: options.clock, now: options.now,
                     onSlowDown: { [weak self] raised in await self?.publishSlowDown(raised) })
             }
         } catch {
@@ -84,10 +87,12 @@ extension AuthFlow {
     /// `.authorized` published, unless a logout began after the call did; see
     /// ``commit(_:ticket:locked:what:)``). A failure publishes `.error` and is rethrown.
     private func finish(
-        _ grant: GrantRequest, _ response: TokenResponse, for provider: Provider, ticket: LogoutLedger.Ticket, locked: Bool
+        _ grant: GrantRequest, _ response: TokenResponse, for provider: Provider, dpopKey: DPoPKey?, ticket: LogoutLedger.Ticket, locked: Bool
     ) async throws(OAuthError) -> TokenSet {
         do {
-            let set = try await validate(response, of: grant, for: provider)
+            var set = try await validate(response, of: grant, for: provider)
+            // The DPoP key the flow made is kept with the tokens it binds (RFC 9449; sealed with them).
+            set.dpopKey = dpopKey
             try await commit(set, ticket: ticket, locked: locked, what: grant.name)
             return set
         } catch {

@@ -125,6 +125,7 @@ extension AuthFlow {
         pending.removeAll { $0.providerID == id }
         refreshes[id]?.task.cancel()
         proactiveTimers.cancel(id)
+        clients[id]?.dpopKeySlot.forget()   // a logout forgets the DPoP key too
         return generation
     }
 

@@ -74,8 +74,9 @@ public struct TokenSource: Sendable {
     /// - Throws: ``OAuthError`` `.invalidResponse` for another token type (one that needs more
     ///   than a header, such as DPoP) or a token that cannot go in a header (a control character,
     ///   a space, anything outside visible ASCII).
+    /// A DPoP-bound set gets `DPoP <token>` (RFC 9449 §7.1), which needs a proof beside it.
     static func authorizationValue(for set: TokenSet) throws(OAuthError) -> String {
-        guard set.isBearer else {
+        guard set.isBearer || set.isDPoPBound else {
             throw OAuthError(.invalidResponse, providerID: set.providerID, endpoint: .token,
                              message: "token_type \"\(set.tokenType.prefix(32))\" is not Bearer; only bearer tokens can be sent in a header")
         }
@@ -84,7 +85,7 @@ public struct TokenSource: Sendable {
             throw OAuthError(.invalidResponse, providerID: set.providerID, endpoint: .token,
                              message: "the access token holds characters an HTTP header cannot carry")
         }
-        return "Bearer " + token
+        return (set.isDPoPBound ? "DPoP " : "Bearer ") + token
     }
 
     /// The `Authorization` header value for a valid token: `Bearer <token>`.
@@ -92,9 +93,14 @@ public struct TokenSource: Sendable {
     /// For HTTP clients other than an ``HTTPTransport``; never log it. A failure is published as
     /// `.error` for the provider, like every failing call.
     /// - Throws: what ``tokenSet()`` throws; `.invalidResponse` for a token type other than Bearer
-    ///   or a token an HTTP header cannot carry.
+    ///   or a token an HTTP header cannot carry; `.configuration` for a DPoP-bound token, which
+    ///   needs a proof per request (use ``authorizationHeaders(method:url:)``).
     public func authorizationHeaderValue() async throws(OAuthError) -> String {
         let set = try await tokenSet()  // its failures are published by the renewal
+        guard !set.isDPoPBound else {
+            throw await flow.fail(providerID, OAuthError(.configuration, providerID: providerID, message:
+                "the token is DPoP-bound: it needs a proof for each request; use authorizationHeaders(method:url:)"))
+        }
         do { return try Self.authorizationValue(for: set) } catch { throw await flow.fail(providerID, error) }
     }
 }

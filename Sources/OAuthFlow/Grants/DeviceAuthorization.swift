@@ -74,7 +74,7 @@ enum DeviceAuthorizationGrant {
     /// expiry polling stops with `.expired`. `onSlowDown` receives the code with its raised
     /// interval so the actor can publish it.
     static func poll(
-        _ code: DeviceCode, client: EndpointClient, tokenURL: URL, clock: any Clock<Duration>, now: @Sendable () -> Date,
+        _ code: DeviceCode, client: EndpointClient, tokenURL: URL, proof: DPoPProver? = nil, clock: any Clock<Duration>, now: @Sendable () -> Date,
         onSlowDown: @Sendable (DeviceCode) async -> Void
     ) async throws(OAuthError) -> TokenResponse {
         var code = code
@@ -93,7 +93,7 @@ enum DeviceAuthorizationGrant {
             }
             guard now() < code.expiresAt else { throw expired(code) }
             do {
-                return try await client.requestToken(fields, url: tokenURL)
+                return try await client.requestToken(fields, url: tokenURL, proof: proof)
             } catch {
                 switch error.response?.code {
                 case .authorizationPending?:

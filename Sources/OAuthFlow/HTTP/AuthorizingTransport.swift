@@ -10,7 +10,9 @@
 /// ```
 ///
 /// - Each request gets `Authorization: Bearer <token>` (RFC 6750 §2.1); a server's `bearer`
-///   `token_type` is sent as `Bearer`.
+///   `token_type` is sent as `Bearer`. A DPoP-bound token is sent as `Authorization: DPoP <token>`
+///   with a fresh `DPoP` proof bound to the request and the token (`ath`, RFC 9449 §7.1); a 401
+///   `use_dpop_nonce` with a new `DPoP-Nonce` is sent once more with it (§9).
 /// - A request that already carries an `Authorization` header is sent unchanged (no token is
 ///   added, none is fetched, nothing is retried): credentials set explicitly win, and a request
 ///   never carries two.
@@ -42,21 +44,36 @@ public struct AuthorizingTransport: HTTPTransport {
     /// - Throws: ``OAuthError`` from ``TokenSource/tokenSet()`` before anything is sent
     ///   (`.reauthorizationRequired`, `.transport` from the token endpoint, …); from the renewal
     ///   after a 401 `invalid_token` (then the 401 is not returned); `.invalidResponse` for a token
-    ///   type other than Bearer; and whatever `base` throws.
+    ///   type other than Bearer or DPoP; what the DPoP signer throws; and whatever `base` throws.
     public func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
         guard request.header("Authorization") == nil else { return try await base.send(request) }
         let set = try await source.tokenSet()
-        let response = try await base.send(Self.authorize(request, with: set))
-        guard response.status == 401, Challenge.isInvalidBearerToken(response.headers["www-authenticate"]) else {
+        let response = try await sendDPoPAware(request, with: set)
+        guard response.status == 401, Challenge.isInvalidToken(response.headers["www-authenticate"]) else {
             return response
         }
         let renewed = try await source.renew(rejecting: set.accessToken)
-        return try await base.send(Self.authorize(request, with: renewed))
+        return try await sendDPoPAware(request, with: renewed)
     }
 
-    static func authorize(_ request: HTTPRequest, with set: TokenSet) throws(OAuthError) -> HTTPRequest {
+    /// Sends `request` authorized with `set`. For a DPoP-bound token: a fresh proof, the server's
+    /// `DPoP-Nonce` kept, and a 401 `use_dpop_nonce` that brings a new nonce sent once more with a
+    /// proof carrying it (RFC 9449 §9); whatever that answers is returned.
+    private func sendDPoPAware(_ request: HTTPRequest, with set: TokenSet) async throws(OAuthError) -> HTTPResponse {
+        let response = try await base.send(try await authorize(request, with: set))
+        guard set.isDPoPBound, source.recordNonce(response, from: request.url), response.status == 401,
+              Challenge.isDPoPNonceRequest(response.headers["www-authenticate"]) else { return response }
+        let second = try await base.send(try await authorize(request, with: set))
+        source.recordNonce(second, from: request.url)
+        return second
+    }
+
+    /// `request` with `Authorization` (and `DPoP` for a DPoP-bound token) for `set`.
+    func authorize(_ request: HTTPRequest, with set: TokenSet) async throws(OAuthError) -> HTTPRequest {
         var request = request
-        request.headers.append((name: "Authorization", value: try TokenSource.authorizationValue(for: set)))
+        let headers = try await source.headers(for: set, method: request.method, url: request.url)
+        request.headers.append((name: "Authorization", value: headers.authorization.reveal()))
+        if let proof = headers.dpop { request.headers.append((name: "DPoP", value: proof.reveal())) }
         return request
     }
 }

@@ -20,6 +20,10 @@ final class EndpointClient: Sendable {
     /// How the client authenticates (Credentials/ClientAuthentication.swift): made once, applied
     /// to every form POST.
     let authentication: ClientAuthentication
+    /// The latest `DPoP-Nonce` of each server this provider's requests reach (RFC 9449 §8, §9).
+    let dpopNonces = DPoPNonces()
+    /// The DPoP key made for this provider until its tokens hold it (DPoP/AuthFlow+DPoP.swift).
+    let dpopKeySlot = DPoPKeySlot()
 
     /// A client for `provider`; its authentication is made from the provider's registration
     /// unless given. ``AuthFlow`` makes one per provider when it is made.
@@ -88,13 +92,21 @@ final class EndpointClient: Sendable {
     /// Every attempt (see `scope`) is a request made anew, with the client's authentication applied
     /// again: a retry never resends a client assertion (each carries a fresh `jti`, RFC 7523 §3).
     /// A §5.2 body (JSON or form) is an error whatever the status (GitHub sends them with 200).
+    ///
+    /// With `proof`, every attempt carries a fresh DPoP proof (RFC 9449 §5) with the server's latest
+    /// nonce; a `use_dpop_nonce` answer that brings a new `DPoP-Nonce` is sent once more with it
+    /// (§8): a second `use_dpop_nonce` is an error, never a loop.
     func post(
-        _ fields: [(String, String)], to url: URL, endpoint: OAuthError.Endpoint, retrying scope: RetryScope = .never
+        _ fields: [(String, String)], to url: URL, endpoint: OAuthError.Endpoint, retrying scope: RetryScope = .never,
+        proof: DPoPProver? = nil
     ) async throws(OAuthError) -> JSONObject {
-        let response = try await retry.run(scope, provider: provider, log: log) { () async throws(OAuthError) in
-            try await exchange(try await formRequest(url: url, fields: fields), endpoint: endpoint)
+        var (response, gaveNonce) = try await sendForm(fields, to: url, endpoint: endpoint, retrying: scope, proof: proof)
+        var object = try Self.parseBody(response, endpoint: endpoint, provider: provider.id)
+        if gaveNonce, let first = object, Self.errorResponse(in: first)?.code == .useDPoPNonce {
+            log.debug(provider, "\(endpoint.rawValue) asked for a DPoP nonce; sending once more with it")
+            (response, _) = try await sendForm(fields, to: url, endpoint: endpoint, retrying: scope, proof: proof)
+            object = try Self.parseBody(response, endpoint: endpoint, provider: provider.id)
         }
-        let object = try Self.parseBody(response, endpoint: endpoint, provider: provider.id)
         if let object, let errorResponse = Self.errorResponse(in: object) {
             throw Self.error(for: errorResponse, provider: provider.id, endpoint: endpoint, status: response.status)
         }
@@ -108,6 +120,22 @@ final class EndpointClient: Sendable {
                              message: "expected a JSON object, got \(Self.describeBody(response))")
         }
         return object
+    }
+
+    /// One form POST with its retries; each attempt is built anew and, with `proof`, carries a
+    /// fresh DPoP proof; a `DPoP-Nonce` in the answer is kept (`gaveNonce`).
+    private func sendForm(
+        _ fields: [(String, String)], to url: URL, endpoint: OAuthError.Endpoint, retrying scope: RetryScope, proof: DPoPProver?
+    ) async throws(OAuthError) -> (response: HTTPResponse, gaveNonce: Bool) {
+        let response = try await retry.run(scope, provider: provider, log: log) { () async throws(OAuthError) in
+            var request = try await formRequest(url: url, fields: fields)
+            if let proof {
+                let value = try await proof.proof(method: "POST", url: url, nonce: dpopNonces.nonce(for: url), now: retry.now())
+                request.headers.append((name: "DPoP", value: value.reveal()))
+            }
+            return try await exchange(request, endpoint: endpoint)
+        }
+        return (response, proof != nil && dpopNonces.record(response, from: url))
     }
 
     /// GETs a public JSON document (discovery, JWKS): a 2xx JSON object, else a typed error.
@@ -210,11 +238,14 @@ final class EndpointClient: Sendable {
     /// Posts to the token endpoint `url` (resolved by ``AuthFlow/requiredEndpoint(_:of:)``) and
     /// decodes a §5.1 token response; `scope` says what the request may be retried on (each grant
     /// decides, see Documentation/Grants.md).
+    ///
+    /// With `proof` (a DPoP provider), the request carries a DPoP proof and a `DPoP` token type is
+    /// accepted; with the provider's DPoP `.required`, a Bearer answer is `.invalidResponse`.
     func requestToken(
-        _ fields: [(String, String)], url: URL, retrying scope: RetryScope = .never
+        _ fields: [(String, String)], url: URL, retrying scope: RetryScope = .never, proof: DPoPProver? = nil
     ) async throws(OAuthError) -> TokenResponse {
-        let object = try await post(fields, to: url, endpoint: .token, retrying: scope)
-        return try TokenResponse(object)
+        let object = try await post(fields, to: url, endpoint: .token, retrying: scope, proof: proof)
+        return try TokenResponse(object, dpop: proof == nil ? .off : provider.dpop == .required ? .required : .enabled)
     }
 }
 

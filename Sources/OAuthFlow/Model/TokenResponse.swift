@@ -20,10 +20,11 @@ struct TokenResponse: Sendable {
     static let maximumLifetime = Int(Int32.max)
 
     /// Decodes a §5.1 body; every number is range-checked and every token's syntax checked
-    /// (``TokenSyntax``); a `token_type` other than Bearer is refused, but for `N_A` with an
+    /// (``TokenSyntax``); a `token_type` other than Bearer is refused, but `DPoP` when a proof was
+    /// sent (`dpop` not `.off`, RFC 9449 §5), Bearer when DPoP is `.required`, and `N_A` with an
     /// `issued_token_type` that is not an access token (RFC 8693 §2.2.1).
     /// - Throws: ``OAuthError`` `.invalidResponse` naming the member and the problem.
-    init(_ json: JSONObject) throws(OAuthError) {
+    init(_ json: JSONObject, dpop: DPoPMode = .off) throws(OAuthError) {
         accessToken = Secret(try json.requiredString("access_token"))
         tokenType = try json.requiredString("token_type")
         issuedTokenType = try json.string("issued_token_type")
@@ -37,7 +38,10 @@ struct TokenResponse: Sendable {
         try TokenSyntax.check(
             accessToken: accessToken.reveal(), tokenType: try Self.checkedTokenType(tokenType, issued: issuedTokenType, fail: json.fail),
             refreshToken: refreshToken?.reveal(), idToken: idToken?.reveal(),
-            names: ("access_token", "token_type", "refresh_token", "id_token"), fail: json.fail)
+            names: ("access_token", "token_type", "refresh_token", "id_token"), allowsDPoP: dpop != .off, fail: json.fail)
+        if dpop == .required, !TokenSyntax.isDPoP(tokenType) {
+            throw json.fail("token_type is \(tokenType == TokenType.notApplicable ? "N_A" : "Bearer"), but the provider requires DPoP-bound tokens (\"dpop\": \"required\", RFC 9449 §5)")
+        }
         if case .array = json.value("scope") {
             scope = try json.strings("scope")?.joined(separator: " ")   // a few servers send an array
         } else {

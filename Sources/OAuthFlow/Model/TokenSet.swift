@@ -102,6 +102,7 @@ public struct TokenSet: Sendable, Codable {
         var grant: GrantType
         var needsReauthorization: Bool
         var issuedTokenType: String?
+        var dpopKey: DPoPKey? = nil
     }
 
     private var storage: CopyOnWrite<Fields>
@@ -132,6 +133,16 @@ public struct TokenSet: Sendable, Codable {
 
     /// True when `token_type` is `Bearer` in any case (RFC 6749 §5.1 says it is case-insensitive).
     public var isBearer: Bool { tokenType.lowercased() == "bearer" }
+
+    /// True when `token_type` is `DPoP` (RFC 9449 §5): the token is bound to the provider's DPoP
+    /// key and is sent with a proof (``AuthorizingTransport``, ``TokenSource/dpopHeaders(method:url:)``).
+    public var isDPoPBound: Bool { TokenSyntax.isDPoP(tokenType) }
+
+    /// The DPoP key the flow made for the provider, kept with the tokens (never shown).
+    var dpopKey: DPoPKey? {
+        get { storage.fields.dpopKey }
+        set { storage.update { $0.dpopKey = newValue } }
+    }
 
     /// True when the access token expires within `margin` of `now` (never, without an expiry).
     public func isExpired(at now: Date, margin: TimeInterval = 0) -> Bool {
@@ -177,6 +188,9 @@ public struct Authorization: Sendable, Hashable, Codable {
     public var idToken: IDToken?
     /// The `issued_token_type` of a token exchange (RFC 8693 §2.2.1); nil for the other grants.
     public var issuedTokenType: String? = nil
+
+    /// True when the access token is DPoP-bound (`token_type` `DPoP`, RFC 9449 §5); the key is never shown.
+    public var isDPoPBound: Bool { TokenSyntax.isDPoP(tokenType) }
 }
 
 /// The OAuth grants OAuthFlow runs.

@@ -38,17 +38,24 @@ enum TokenSyntax {
     /// True for `Bearer` in any case (RFC 6750 §4, RFC 6749 §7.1): the only type OAuthFlow can use.
     static func isBearer(_ tokenType: String) -> Bool { tokenType.lowercased() == "bearer" }
 
+    /// True for `DPoP` in any case (RFC 9449 §5, §7.1).
+    static func isDPoP(_ tokenType: String) -> Bool { tokenType.lowercased() == "dpop" }
+
     /// Checks a token set's tokens and type; `fail` builds the error from a reason that names
     /// the member, never its value (a `token_type` is shown escaped and shortened).
+    /// `DPoP` (RFC 9449 §5) passes only with `allowsDPoP` (a proof was sent, or a stored set).
     static func check(
         accessToken: String, tokenType: String, refreshToken: String?, idToken: String?,
-        names: (access: String, type: String, refresh: String, id: String), fail: (String) -> OAuthError
+        names: (access: String, type: String, refresh: String, id: String), allowsDPoP: Bool = false, fail: (String) -> OAuthError
     ) throws(OAuthError) {
         guard isAccessToken(accessToken) else {
             throw fail("\(names.access) holds characters outside visible ASCII 0x21-0x7E (RFC 6749 A.12)")
         }
-        guard isBearer(tokenType) else {
-            throw fail("\(names.type) \"\(DisplayText.escape(String(tokenType.prefix(32))))\" is not supported: OAuthFlow uses only Bearer tokens (RFC 6750; no DPoP or MAC)")
+        guard isBearer(tokenType) || (allowsDPoP && isDPoP(tokenType)) else {
+            if isDPoP(tokenType) {
+                throw fail("\(names.type) is DPoP, but no DPoP proof was sent (RFC 9449 §5; set \"dpop\" for the provider)")
+            }
+            throw fail("\(names.type) \"\(DisplayText.escape(String(tokenType.prefix(32))))\" is not supported: OAuthFlow uses Bearer and DPoP tokens (RFC 6750, RFC 9449)")
         }
         if let refreshToken, !isRefreshToken(refreshToken) {
             throw fail("\(names.refresh) holds characters outside VSCHAR 0x20-0x7E (RFC 6749 A.17)")

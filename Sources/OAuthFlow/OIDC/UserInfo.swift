@@ -59,8 +59,14 @@ enum UserInfoEndpoint {
     ///   rejected token; `.httpStatus` for another non-2xx; `.invalidResponse` for a body that is
     ///   not a JSON object with `sub`, an `application/jwt` body that is not a compact JWS, or an
     ///   encrypted one (a JWE: five segments, ``TokenRejection/encrypted``); `.transport`.
-    static func fetch(_ url: URL, token: Secret, client: EndpointClient) async throws(OAuthError) -> Answer {
-        let response = try await client.exchange(client.getRequest(url: url, bearer: token, accept: accept), endpoint: .userinfo)
+    /// With `dpop` (a DPoP-bound token, RFC 9449 §7.1), those headers authorize the request instead of `Bearer`.
+    static func fetch(_ url: URL, token: Secret, client: EndpointClient, dpop: AuthorizationHeaders? = nil) async throws(OAuthError) -> Answer {
+        var request = client.getRequest(url: url, bearer: dpop == nil ? token : nil, accept: accept)
+        if let dpop {
+            request.headers.append((name: "Authorization", value: dpop.authorization.reveal()))
+            if let proof = dpop.dpop { request.headers.append((name: "DPoP", value: proof.reveal())) }
+        }
+        let response = try await client.exchange(request, endpoint: .userinfo)
         let provider = client.provider.id
         guard (200..<300).contains(response.status) else {
             throw BearerChallenge.error(for: response, provider: provider, endpoint: .userinfo)

@@ -209,6 +209,25 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         set { storage.update { $0.caFile = newValue } }
     }
 
+    /// Whether tokens are bound to a key with DPoP (RFC 9449; catalog `dpop`); see `Documentation/TokenSource.md`.
+    public var dpop: DPoPMode {
+        get { storage.fields.dpop }
+        set { storage.update { $0.dpop = newValue } }
+    }
+
+    /// The DPoP proofs' `alg` (catalog `dpopAlgorithm`); nil for ES256, or the key's default with a ``ClientKey`` as ``dpopKey``.
+    public var dpopAlgorithm: SigningAlgorithm? {
+        get { storage.fields.dpopAlgorithm }
+        set { storage.update { $0.dpopAlgorithm = newValue } }
+    }
+
+    /// The DPoP key: a ``ClientKey`` or your own ``DPoPSigner``; nil to have the flow make one
+    /// on first use and keep it in the store with the tokens.
+    public var dpopKey: (any DPoPSigner)? {
+        get { storage.fields.dpopKey }
+        set { storage.update { $0.dpopKey = newValue } }
+    }
+
     /// Push the authorization request's parameters to the server before sending the browser
     /// there (RFC 9126; catalog `pushedAuthorization`). Also done when discovery says
     /// `require_pushed_authorization_requests`.
@@ -280,6 +299,9 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         var caFile: String?
         var serviceAccount: ServiceAccountKey?
         var serviceAccountSubject: String?
+        var dpop: DPoPMode = .off
+        var dpopAlgorithm: SigningAlgorithm? = nil
+        var dpopKey: (any DPoPSigner)? = nil
         var pushedAuthorization = false
         var pushedAuthorizationURL: URL?
         var requestObject = false
@@ -366,6 +388,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
             && lhs.clientCertificate === rhs.clientCertificate && lhs.clientAssertionAlgorithm == rhs.clientAssertionAlgorithm
             && lhs.clientAssertionAudience == rhs.clientAssertionAudience && lhs.caFile == rhs.caFile
             && lhs.serviceAccount === rhs.serviceAccount && lhs.serviceAccountSubject == rhs.serviceAccountSubject
+            && lhs.dpop == rhs.dpop && lhs.dpopAlgorithm == rhs.dpopAlgorithm && lhs.dpopKey === rhs.dpopKey
             && lhs.pushedAuthorization == rhs.pushedAuthorization && lhs.pushedAuthorizationURL == rhs.pushedAuthorizationURL
             && lhs.requestObject == rhs.requestObject
             && lhs.grantSettings == rhs.grantSettings
@@ -427,6 +450,7 @@ extension Provider {
             if let port = redirectURI.port, !(0...65535).contains(port) { throw fail("redirectURI", "has port \(port), above 65535") }
         }
         try validateClientCredentials(fail)
+        try validateDPoP(fail)
         try validateAuthorizationRequestOptions(fail)
         try validateGrantSettings(fail)
         for name in authorizationParameters.keys where Self.reservedAuthorizationParameters.contains(name) {

@@ -221,7 +221,7 @@ extension ProviderCatalog {
         "clientSecretFile", "clientAuthentication", "redirectURI", "scopes", "scope", "authorizationParameters", "userAgent",
         "customUserAgent", "debug", "encodeHttpBody", "icon", "authorizationPattern",
         "clientKeyFile", "clientKeyID", "clientCertificateFile", "clientAssertionAlgorithm", "clientAssertionAudience", "caFile",
-        "serviceAccountFile", "subject",
+        "serviceAccountFile", "subject", "dpop", "dpopAlgorithm",
         "pushedAuthorization", "pushedAuthorizationURL", "requestObject",
         "gitUsername",  // read by the authflow CLI (git-credential), not by the library
         "agentAllow",  // read by `authflow agent` (AgentAccess.swift), not by the library
@@ -327,6 +327,7 @@ extension ProviderCatalog {
                 clientCertificate: credentials.certificate, clientAssertionAlgorithm: credentials.algorithm,
                 clientAssertionAudience: credentials.audience, caFile: credentials.caFile, serviceAccount: serviceAccount,
                 serviceAccountSubject: try string("subject"))
+            try readDPoP(into: &provider)
             try authorizationRequestOptions(into: &provider)
             provider.grantSettings = grantSettings
             do {

@@ -26,6 +26,13 @@ enum StoredEntry {
             + (set.idToken?.reveal().utf8.count ?? 0))
         out.append("{\"tokens\":{\"accessToken\":")
         out.quote(set.accessToken.reveal())
+        if let key = set.dpopKey {
+            // The DPoP key the tokens are bound to (RFC 9449): a secret like them, sealed with them.
+            out.append(",\"dpopAlgorithm\":")
+            out.quote(key.algorithm.rawValue)
+            out.append(",\"dpopKey\":")
+            out.quote(key.encoded.reveal())
+        }
         if let expiresAt = set.expiresAt {
             out.append(",\"expiresAt\":")
             out.number(expiresAt.timeIntervalSince1970)
@@ -146,17 +153,25 @@ enum StoredEntry {
         // is refused here, never printed by `authflow token` or put in a header.
         let checkedType = try TokenResponse.checkedTokenType(tokenType, issued: issuedTokenType, fail: fields.fail)
         try TokenSyntax.check(accessToken: accessToken, tokenType: checkedType, refreshToken: refreshToken, idToken: rawIDToken,
-                              names: ("accessToken", "tokenType", "refreshToken", "idToken"), fail: fields.fail)
+                              names: ("accessToken", "tokenType", "refreshToken", "idToken"), allowsDPoP: true, fail: fields.fail)
         let idToken = rawIDToken.map(Secret.init)
         var validated: IDToken?
         if let idToken, try fields.bool("idTokenValidated") == true {
             do { validated = try IDToken(storedToken: idToken) } catch { throw corrupted("tokens.idToken is not a JWT with the required claims") }
         }
-        return TokenSet(
+        var dpopKey: DPoPKey?
+        if let encodedKey = try fields.string("dpopKey") {
+            guard let name = try fields.string("dpopAlgorithm"), let algorithm = SigningAlgorithm(rawValue: name),
+                  DPoPProof.algorithms.contains(algorithm) else { throw fields.fail("dpopAlgorithm is missing or unknown") }
+            do { dpopKey = try DPoPKey.decode(encodedKey, algorithm: algorithm) } catch { throw corrupted("tokens.dpopKey: \(error.message ?? "unreadable")") }
+        }
+        var set = TokenSet(
             providerID: providerID, accessToken: Secret(accessToken),
             tokenType: tokenType, refreshToken: refreshToken.map(Secret.init),
             idToken: idToken, validatedIDToken: validated, scopes: try fields.strings("scopes") ?? [],
             issuedAt: issuedAt, expiresAt: try fields.date("expiresAt"), grant: grant,
             needsReauthorization: try fields.bool("needsReauthorization") ?? false, issuedTokenType: issuedTokenType)
+        set.dpopKey = dpopKey
+        return set
     }
 }

@@ -322,13 +322,13 @@ extension StateStreamTests {
     @Test("TokenSource.authorizationHeaderValue() for a set that is not Bearer publishes .error and rethrows")
     func headerValueNotBearer() async throws {
         let flow = try await AuthFlow(providers: [mock.provider(id: "app")], transport: mock.transport(), options: options(clock))
-        let set = TokenSet(providerID: "app", accessToken: Secret("at-dpop"), tokenType: "DPoP", issuedAt: clock.date,
+        let set = TokenSet(providerID: "app", accessToken: Secret("at-dpop"), tokenType: "MAC", issuedAt: clock.date,
                            expiresAt: clock.date.addingTimeInterval(3600), grant: .authorizationCode)
         await flow.cache(set)  // a set no grant can produce today: the check is the last line of defence
         let recorders = recordStates(flow, count: 1)
         let error = try #require(await #expect(throws: OAuthError.self) { try await flow.tokenSource(for: "app").authorizationHeaderValue() })
         #expect(error.code == .invalidResponse)
-        #expect(error.message?.contains("DPoP") == true)
+        #expect(error.message?.contains("MAC") == true)
         #expect(!String(reflecting: error).contains("at-dpop"))
         #expect(await collected(recorders)[0] == [.empty, .error(provider: "app", error)])
         #expect(mock.requests().isEmpty)

@@ -159,12 +159,15 @@ struct TokenSourceTests {
         }
     }
 
-    @Test("a token type other than Bearer is refused with .invalidResponse before any header is written")
+    @Test("a token type other than Bearer or DPoP is refused with .invalidResponse before any header is written")
     func nonBearerRefused() throws {
-        let set = TokenSet(providerID: "app", accessToken: Secret("at-1"), tokenType: "DPoP", issuedAt: clock.date, grant: .clientCredentials)
+        let set = TokenSet(providerID: "app", accessToken: Secret("at-1"), tokenType: "MAC", issuedAt: clock.date, grant: .clientCredentials)
         let error = try #require(#expect(throws: OAuthError.self) { try TokenSource.authorizationValue(for: set) })
         #expect(error.code == .invalidResponse)
-        #expect(error.message?.contains("DPoP") == true)
+        #expect(error.message?.contains("MAC") == true)
+        // A DPoP-bound set is written with its own scheme (RFC 9449 §7.1); the proof goes beside it.
+        let bound = TokenSet(providerID: "app", accessToken: Secret("at-1"), tokenType: "DPoP", issuedAt: clock.date, grant: .clientCredentials)
+        #expect(try TokenSource.authorizationValue(for: bound) == "DPoP at-1")
         #expect(!String(describing: error).contains("at-1"))
 
         let spaced = TokenSet(providerID: "app", accessToken: Secret("at 1"), issuedAt: clock.date, grant: .clientCredentials)

@@ -187,7 +187,7 @@ struct UserInfoTests {
 
     @Test("a token_type other than Bearer is not sent as a bearer token")
     func notBearer() async throws {
-        let entry = storedEntry(provider: "app", type: "DPoP", issuedAt: clock.date)
+        let entry = storedEntry(provider: "app", type: "MAC", issuedAt: clock.date)
         let flow = try await flow(store: MemorySecretStore(["app": entry]))
         let error = try #require(await #expect(throws: OAuthError.self) { try await flow.userInfo(provider: "app") })
         // Tokens are checked on the way out of the store too: a non-Bearer entry is refused there.

@@ -78,3 +78,45 @@ struct URLRequestAuthorizationTests {
         #expect(request.value(forHTTPHeaderField: "Authorization") == "keep")
     }
 }
+
+/// `URLRequest.authorize(with:)` for a DPoP-bound token (RFC 9449 §7.1, §9).
+@Suite("URLRequest.authorize(with:) with DPoP (RFC 9449)", .timeLimit(.minutes(1)))
+struct URLRequestDPoPTests {
+    let mock = MockProvider()
+    let resource = MockProvider()
+    let clock = TestClock()
+
+    @Test("sets Authorization: DPoP and a proof for the request's method and URL; a 401 use_dpop_nonce says retry, and the next proof carries the nonce")
+    func dpop() async throws {
+        var provider = mock.provider(id: "app", clientSecret: "s3cret")
+        provider.dpop = .required
+        let flow = try await AuthFlow(providers: [provider], transport: mock.transport(), options: options(clock))
+        mock.script(.token, [.token(access: "at-1", type: "DPoP")])
+        try await flow.clientCredentials(provider: "app")
+        let source = flow.tokenSource(for: "app")
+        let url = resource.baseURL.appendingPathComponent("invoices")
+        var request = URLRequest(url: url)
+        request.httpMethod = "DELETE"
+
+        try await request.authorize(with: source)
+
+        #expect(request.value(forHTTPHeaderField: "Authorization") == "DPoP at-1")
+        let claims = try Self.claims(try #require(request.value(forHTTPHeaderField: "DPoP")))
+        #expect(claims["htm"] as? String == "DELETE" && claims["htu"] as? String == url.absoluteString && claims["nonce"] == nil)
+
+        let retry = source.shouldRetryWithDPoPNonce(
+            status: 401, headers: ["WWW-Authenticate": #"DPoP error="use_dpop_nonce""#, "dpop-nonce": "rs-1"], url: url)
+        #expect(retry)
+        #expect(!source.shouldRetryWithDPoPNonce(status: 401, headers: ["WWW-Authenticate": #"DPoP error="use_dpop_nonce""#], url: url))
+        try await request.authorize(with: source)
+        #expect(try Self.claims(try #require(request.value(forHTTPHeaderField: "DPoP")))["nonce"] as? String == "rs-1")
+    }
+
+    static func claims(_ proof: String) throws -> [String: Any] {
+        let part = String(proof.split(separator: ".")[1])
+        let padded = part.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+            .padding(toLength: (part.count + 3) / 4 * 4, withPad: "=", startingAt: 0)
+        let data = try #require(Data(base64Encoded: padded))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+}
