@@ -67,7 +67,10 @@ enum ManPage {
     /// `.TP` item for an option: its label in bold (the value in italics), its help below.
     private static func item(_ option: OptionSpec) -> [String] {
         var label = option.short.map { "\\fB\(text($0))\\fR, " } ?? ""
-        if let custom = option.label {
+        if let custom = option.label, custom.hasPrefix(option.name + " ") {
+            // `--dpop-proof METHOD URL`: the name in bold, what follows it in italics.
+            label += "\\fB\(text(option.name))\\fR \\fI\(text(String(custom.dropFirst(option.name.count + 1))))\\fR"
+        } else if let custom = option.label {
             label += "\\fB\(text(custom))\\fR"
         } else {
             label += "\\fB\(text(option.name))\\fR"

@@ -61,6 +61,7 @@ struct CommandTableTests {
             var arguments = [command] + Array(repeating: "x", count: spec.positionals.lowerBound)
             if command == "completion" { arguments = option == "--provider-ids" ? [command] : [command, "bash"] }
             if command == "git-credential" { arguments = [command, "gh", "get"] }
+            if option == "--dpop-proof" { arguments = [command, "gh", "GET", "https://api.example/"] }
             let value = spec.options.first { $0.name == option }?.value
             arguments += value == nil ? [option] : [option, Self.sampleValues[option] ?? "read"]
             #expect(throws: Never.self, "\(arguments)") { try Authflow.parse(arguments) }
@@ -138,7 +139,7 @@ struct CommandTableTests {
         #expect(lines[3] == "gh corp.k8s unset-secret", "provider ids from AUTHFLOW_CONFIG, no secret resolved")
         #expect(lines[4] == "gh corp.k8s unset-secret", "provider ids from --config")
         #expect(lines[5] == "get store erase")
-        #expect(lines[6] == "--json --header " + Completion.globalNames.filter { $0.hasPrefix("--") }.joined(separator: " "))
+        #expect(lines[6] == "--json --header --dpop-proof " + Completion.globalNames.filter { $0.hasPrefix("--") }.joined(separator: " "))
         #expect(lines[7] == "--no-qr")
         #expect(lines[8] == "bash zsh fish")
         #expect(lines[9] == "kube-credential")

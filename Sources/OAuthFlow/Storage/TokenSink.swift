@@ -76,12 +76,18 @@ public struct TokenSink: Sendable, Hashable, CustomStringConvertible {
 
     /// The bytes ``write(_:)`` puts in the file for `set`.
     /// - Throws: ``OAuthError`` `.invalidResponse` for the header format when the token is not a
-    ///   bearer token or holds bytes a header cannot carry.
+    ///   bearer token (a DPoP-bound one included) or holds bytes a header cannot carry.
     public static func contents(of set: TokenSet, format: Format) throws(OAuthError) -> [UInt8] {
         switch format {
         case .raw:
             return Array(set.accessToken.reveal().utf8)
         case .header:
+            // A DPoP-bound token needs a proof made for each request (RFC 9449 §7.1): a header in a
+            // file cannot carry one.
+            guard !set.isDPoPBound else {
+                throw OAuthError(.invalidResponse, providerID: set.providerID, endpoint: .token,
+                                 message: "the token is DPoP-bound and needs a proof for each request; a header file cannot carry one (use format raw or json)")
+            }
             return Array(("Authorization: " + (try TokenSource.authorizationValue(for: set)) + "\n").utf8)
         case .json:
             let expiry: JSONValue = set.expiresAt.map { .number(String(Int64(max(min($0.timeIntervalSince1970.rounded(), 1e15), -1e15)))) } ?? .null
