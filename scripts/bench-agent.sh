@@ -2,10 +2,10 @@
 # The agent's figures of issue 19 (Documentation/Performance.md, "Client assertions and the agent"):
 #   1. a token through the agent's socket from a new client process, in one hyperfine run beside
 #      `authflow token` from the store, `authflow token` through the agent, and Go's M5 (the harness's
-#      go-x-oauth2 reading its token file); the socket clients are agent-client (C, gcc -O2: the least
+#      go-x-oauth2 reading its token file) and /bin/true (the floor: a process that does nothing); the socket clients are agent-client (C, gcc -O2: the least
 #      start-up cost) and socat; target: the agent path at most 0.5x Go's M5;
 #   2. 1,000 concurrent socket requests (scripts/agent-bench/agent-load.c), BENCH_AGENT_REPEAT times;
-#      target: p99 at most 5 ms, 0 errors;
+#      target: p99 at most 5 ms, 0 errors; also the agent's CPU time per request (/proc/PID/stat);
 #   3. the agent's resident set (VmRSS in /proc/PID/status) idle with 10 providers, after start and
 #      again after the runs above; target: at most 20 MiB.
 # Each of 1 and 2 runs pinned (the agent on CPU 0, the clients on CPU 1, as the harness pins nginx and
@@ -101,6 +101,7 @@ for _ in $(seq 1 200); do
 done
 [[ $ready == 1 ]] || { say "the agent did not serve all 10 providers in 20 s"; cat "$WORK/agent.log" >&2; exit 1; }
 sleep 2   # let start-up work settle before the idle reading
+agent_cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$AGENT/stat"; }
 rss() { awk -v key="$1:" '$1 == key { print $2 }' "/proc/$AGENT/status"; }
 result agent rss_idle_after_start_kb "$(rss VmRSS)"
 result agent threads_idle "$(awk '$1 == "Threads:" { print $2 }' "/proc/$AGENT/status")"
@@ -108,12 +109,12 @@ result agent threads_idle "$(awk '$1 == "Threads:" { print $2 }' "/proc/$AGENT/s
 # Every command prints the same token.
 check() { local got; got="$("$@" 2>&1 | head -1)"; [[ "$got" == "$TOKEN" ]] || { say "$* printed '$got', not the token"; exit 1; }; }
 check "$WORK/agent-client" "$SOCK" p1
-check socat "OPEN:$WORK/request!!STDOUT" "UNIX-CONNECT:$SOCK"
+# socat prints the agent's whole answer line: the token must be in it.
+socat "OPEN:$WORK/request!!STDOUT" "UNIX-CONNECT:$SOCK" | grep -q "\"access_token\":\"$TOKEN\"" || { say "socat got no token"; exit 1; }
 check "$BIN" token p1
 check "$BIN" --config "$WORK/providers.json" --store "$WORK/store" token p1
 check env BENCH_TOKEN_FILE="$WORK/go-token.json" "$GO" m5
 export BENCH_TOKEN_FILE="$WORK/go-token.json"
-# socat prints the agent's whole answer line; the check above looked at the token in it.
 
 for round in $(seq 1 "$ROUNDS"); do
   for kind in pinned unpinned; do
@@ -124,7 +125,8 @@ for round in $(seq 1 "$ROUNDS"); do
       -n agent-socat "socat OPEN:$WORK/request!!STDOUT UNIX-CONNECT:$SOCK" \
       -n authflow-via-agent "$BIN token p1" \
       -n authflow-store "$BIN --config $WORK/providers.json --store $WORK/store token p1" \
-      -n go-m5 "$GO m5" >/dev/null
+      -n go-m5 "$GO m5" \
+      -n floor-true "$(command -v true)" >/dev/null
     python3 - "$WORK/m5-$round-$kind.json" "$kind" "$round" <<'PY' | tee -a "$RESULTS"
 import json, sys
 results = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
@@ -135,7 +137,11 @@ for name, r in results.items():
     print(f"RESULT {name} r{round_}_{kind}_ratio_to_go_m5 {r['median'] / go:.3f}")
 PY
     say "round $round, $kind: 1,000 concurrent requests x $REPEAT"
+    cpu_before=$(agent_cpu_ticks)
     "${pin[@]}" "$WORK/agent-load" "$SOCK" p1 1000 "$REPEAT" "agent-r$round-$kind" | tee -a "$RESULTS"
+    # The agent's own CPU time (user + system, every thread) per request of the load above.
+    result "agent-r$round-$kind" load_agent_cpu_us_per_request \
+      "$(( ($(agent_cpu_ticks) - cpu_before) * 1000000 / $(getconf CLK_TCK) / (1000 * REPEAT) ))"
   done
 done
 sleep 2
