@@ -168,6 +168,8 @@ let providerID = "bench"
 
 func makeProvider(_ config: Config) -> Provider? {
     guard let url = URL(string: config.tokenURL) else { return nil }
+    // BENCH_CLIENT_AUTH=private_key_jwt: the same provider signing assertions (AssertionBench.swift).
+    if let provider = assertionProvider(config, url: url) { return provider }
     // clientAuthentication defaults to client_secret_basic when a secret is given.
     return Provider(id: providerID, tokenURL: url, clientID: config.clientID, clientSecret: Secret(config.clientSecret))
 }
@@ -534,6 +536,7 @@ func runDiagSequential(_ config: Config) async -> Int32 {
 let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : ""
 if mode == "m5" { exit(runM5()) }
+if let code = assertionBenchMode(mode) { exit(code) }   // diag-assertion (AssertionBench.swift)
 
 let asyncModes: Set<String> = ["m1", "m2", "m3", "m4", "diag-m2", "diag-m2-easy", "diag-seq", "diag-transports", "diag-authflow-raw", "diag-fleet", "diag-pipeline", "diag-handoffs"]
 if mode == "pkce" { exit(runPKCE(Config.load())) }

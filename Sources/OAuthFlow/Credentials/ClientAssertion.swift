@@ -42,21 +42,57 @@ enum ClientAssertion {
     }
 
     /// base64url(header) "." base64url(claims), with a fresh `jti`.
+    ///
+    /// The JSON is written straight into bytes (members in this order, strings escaped as
+    /// ``JSONValue`` escapes them): building it through ``JSONValue`` cost a third of an ES256
+    /// signature (Documentation/Performance.md, "Client assertions and the agent").
     static func signingInput(_ parameters: Parameters, now: Date) throws(OAuthError) -> String {
-        var header: [(String, JSONValue)] = [("alg", .string(parameters.algorithm.rawValue)), ("typ", .string("JWT"))]
-        if let keyID = parameters.keyID { header.append(("kid", .string(keyID))) }
-        if let thumbprint = parameters.certificateThumbprint { header.append(("x5t#S256", .string(thumbprint))) }
+        var header: [UInt8] = []
+        header.reserveCapacity(160)
+        header += Array(#"{"alg":"#.utf8)
+        appendJSONString(parameters.algorithm.rawValue, to: &header)
+        header += Array(#","typ":"JWT""#.utf8)
+        if let keyID = parameters.keyID {
+            header += Array(#","kid":"#.utf8)
+            appendJSONString(keyID, to: &header)
+        }
+        if let thumbprint = parameters.certificateThumbprint {
+            header += Array(#","x5t#S256":"#.utf8)
+            appendJSONString(thumbprint, to: &header)
+        }
+        header.append(UInt8(ascii: "}"))
         let issuedAt = Int(now.timeIntervalSince1970.rounded(.down))
-        let claims: [(String, JSONValue)] = [
-            ("iss", .string(parameters.clientID)),
-            ("sub", .string(parameters.clientID)),
-            ("aud", .string(parameters.audience)),
-            ("jti", .string(Base64URL.encode(try SecureRandom.bytes(jtiBytes)))),
-            ("iat", JSONValue.number(issuedAt)),
-            ("exp", JSONValue.number(issuedAt + lifetime)),
-        ]
-        return Base64URL.encode(Array(JSONValue.text(orderedMembers: header).utf8)) + "."
-            + Base64URL.encode(Array(JSONValue.text(orderedMembers: claims).utf8))
+        var claims: [UInt8] = []
+        claims.reserveCapacity(2 * parameters.clientID.utf8.count + parameters.audience.utf8.count + 120)
+        claims += Array(#"{"iss":"#.utf8)
+        appendJSONString(parameters.clientID, to: &claims)
+        claims += Array(#","sub":"#.utf8)
+        appendJSONString(parameters.clientID, to: &claims)
+        claims += Array(#","aud":"#.utf8)
+        appendJSONString(parameters.audience, to: &claims)
+        claims += Array(#","jti":""#.utf8)
+        claims += Array(Base64URL.encode(try SecureRandom.bytes(jtiBytes)).utf8)
+        claims += Array(#"","iat":"#.utf8)
+        claims += Array(String(issuedAt).utf8)
+        claims += Array(#","exp":"#.utf8)
+        claims += Array(String(issuedAt + lifetime).utf8)
+        claims.append(UInt8(ascii: "}"))
+        return Base64URL.encode(header) + "." + Base64URL.encode(claims)
+    }
+
+    /// Appends `text` as a JSON string: as it is when every byte is printable ASCII other than `"`
+    /// and `\` (a client id, a URL, a key id), else escaped by ``JSONValue``'s own rules.
+    private static func appendJSONString(_ text: String, to out: inout [UInt8]) {
+        let plain = text.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
+        if plain {
+            out.append(UInt8(ascii: "\""))
+            out += text.utf8
+            out.append(UInt8(ascii: "\""))
+        } else {
+            var quoted = ""
+            JSONValue.quote(text, into: &quoted)
+            out += quoted.utf8
+        }
     }
 
     /// The form fields that carry an assertion (RFC 7521 §4.2): `client_assertion_type`,
@@ -94,5 +130,38 @@ final class ClientSecretSigner: ClientAssertionSigner {
         var key = Array(secret.reveal().utf8)
         defer { wipe(&key) }
         return try HMACVerifier.mac(algorithm.jws, key: key, data: input)
+    }
+}
+
+/// For `oauthflow-bench diag-assertion` (Documentation/Performance.md): the per-request path of an
+/// assertion method (``AssertionAuthenticator/fields(endpoint:now:)``, what every token request with
+/// `private_key_jwt` runs), and the signing input of one assertion for a bare-signature baseline.
+package struct ClientAssertionDiagnostics: Sendable {
+    private let authenticator: AssertionAuthenticator
+    private let endpoint: URL
+
+    /// The authenticator `provider` gets, for requests to its token endpoint.
+    /// - Throws: ``OAuthError`` `.configuration` when the provider does not sign assertions.
+    package init(provider: Provider) throws(OAuthError) {
+        guard let authenticator = try AssertionAuthenticator(provider: provider), let endpoint = provider.tokenURL else {
+            throw OAuthError(.configuration, message: "the provider signs no client assertions, or has no token endpoint")
+        }
+        self.authenticator = authenticator
+        self.endpoint = endpoint
+    }
+
+    /// One fresh assertion and its form fields, as a token request makes them; the fields' total length.
+    /// - Throws: ``OAuthError`` as ``AssertionAuthenticator/fields(endpoint:now:)`` throws.
+    package func fields() async throws(OAuthError) -> Int {
+        try await authenticator.fields(endpoint: endpoint, now: Date()).reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count }
+    }
+
+    /// The signing input of one assertion (header and claims, with a fresh `jti`).
+    /// - Throws: ``OAuthError`` `.crypto` when no random bytes can be had.
+    package func signingInput() throws(OAuthError) -> [UInt8] {
+        let parameters = ClientAssertion.Parameters(
+            clientID: authenticator.clientID, audience: try authenticator.audience.value(endpoint: endpoint, issuer: authenticator.issuer),
+            algorithm: authenticator.algorithm, keyID: authenticator.keyID, certificateThumbprint: authenticator.certificateThumbprint)
+        return Array(try ClientAssertion.signingInput(parameters, now: Date()).utf8)
     }
 }

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# The agent's figures of issue 19 (Documentation/Performance.md, "Client assertions and the agent"):
+#   1. a token through the agent's socket from a new client process, in one hyperfine run beside
+#      `authflow token` from the store, `authflow token` through the agent, and Go's M5 (the harness's
+#      go-x-oauth2 reading its token file) and /bin/true (the floor: a process that does nothing); the socket clients are agent-client (C, gcc -O2: the least
+#      start-up cost) and socat; target: the agent path at most 0.5x Go's M5;
+#   2. 1,000 concurrent socket requests (scripts/agent-bench/agent-load.c), BENCH_AGENT_REPEAT times;
+#      target: p99 at most 5 ms, 0 errors; also the agent's CPU time per request (/proc/PID/stat);
+#   3. the agent's resident set (VmRSS in /proc/PID/status) idle with 10 providers, after start and
+#      again after the runs above; target: at most 20 MiB.
+# Each of 1 and 2 runs pinned (the agent on CPU 0, the clients on CPU 1, as the harness pins nginx and
+# its clients) and unpinned, BENCH_AGENT_ROUNDS times (default 1).
+#
+# usage: scripts/bench-agent.sh
+# environment:
+#   BENCH_BUILD_DIR     SwiftPM scratch path of the release build (scripts/release-build.sh; default
+#                       $TMPDIR/oauthflow-bench-build); BIN=$BENCH_BUILD_DIR/release/authflow is used
+#   BENCH_HARNESS       the harness (default ../shared/bench next to this repository): Go's client
+#   BENCH_AGENT_RUNS    hyperfine runs per command (default 100, after 5 warm-up runs)
+#   BENCH_AGENT_REPEAT  repeats of the 1,000 concurrent requests (default 5)
+#   BENCH_AGENT_ROUNDS  pinned+unpinned rounds (default 1)
+#
+# Everything runs on loopback and under a temporary directory: a Python token endpoint (10
+# client-credentials providers fetch their first token from it when the agent starts; tokens live 300
+# days, so nothing is refreshed during the run), the agent with its default socket under a private
+# XDG_RUNTIME_DIR, then SIGTERM to the agent and the endpoint (by their pids). RESULT lines go to
+# stdout and $WORK/results.txt; a markdown summary follows.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TMP="${TMPDIR:-/tmp}"
+BIN="${BENCH_BUILD_DIR:-$TMP/oauthflow-bench-build}/release/authflow"
+HARNESS="${BENCH_HARNESS:-$REPO/../shared/bench}"
+GO="$HARNESS/go/bin/go-x-oauth2"
+RUNS="${BENCH_AGENT_RUNS:-100}"
+REPEAT="${BENCH_AGENT_REPEAT:-5}"
+ROUNDS="${BENCH_AGENT_ROUNDS:-1}"
+say() { printf 'bench-agent.sh: %s\n' "$*" >&2; }
+for tool in gcc hyperfine socat taskset python3; do command -v "$tool" >/dev/null || { say "needs $tool"; exit 2; }; done
+[[ -x "$BIN" ]] || { say "no $BIN (scripts/release-build.sh --scratch-path DIR authflow; BENCH_BUILD_DIR=DIR)"; exit 2; }
+[[ -x "$GO" ]] || { say "no $GO (the harness's setup.sh builds it)"; exit 2; }
+
+WORK="$(mktemp -d "$TMP/oauthflow-bench-agent.XXXXXX")"
+RESULTS="$WORK/results.txt"
+AGENT="" SERVER=""
+cleanup() {
+  [[ -n "$AGENT" ]] && kill -TERM "$AGENT" 2>/dev/null && wait "$AGENT" 2>/dev/null || true
+  [[ -n "$SERVER" ]] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null || true
+}
+trap cleanup EXIT
+result() { printf 'RESULT %s %s %s\n' "$1" "$2" "$3" | tee -a "$RESULTS"; }
+
+gcc -O2 -o "$WORK/agent-client" "$REPO/scripts/agent-bench/agent-client.c"
+gcc -O2 -pthread -o "$WORK/agent-load" "$REPO/scripts/agent-bench/agent-load.c"
+
+# The token endpoint and the catalog of 10 client-credentials providers.
+TOKEN="bench-agent-access-token-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+python3 - "$WORK/port" "$TOKEN" <<'PY' &
+import http.server, json, sys
+port_file, token = sys.argv[1], sys.argv[2]
+class Token(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = json.dumps({"access_token": token, "token_type": "Bearer", "expires_in": 86400 * 300}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args): pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Token)
+open(port_file, "w").write(str(server.server_address[1]))
+server.serve_forever()
+PY
+SERVER=$!
+for _ in $(seq 1 100); do [[ -s "$WORK/port" ]] && break; sleep 0.1; done
+PORT="$(cat "$WORK/port")"
+python3 - "$WORK/providers.json" "$PORT" <<'PY'
+import json, sys
+path, port = sys.argv[1], sys.argv[2]
+json.dump([{"id": f"p{i}", "grant": "client-credentials", "clientID": f"bench-client-{i}", "clientSecret": "bench-secret",
+            "tokenURL": f"http://127.0.0.1:{port}/token", "scopes": []} for i in range(1, 11)], open(path, "w"), indent=1)
+PY
+export XDG_RUNTIME_DIR="$WORK/run" XDG_CONFIG_HOME="$WORK/config" AUTHFLOW_CONFIG="" AUTHFLOW_STORE=""
+unset AUTHFLOW_AGENT AUTHFLOW_CONFIG AUTHFLOW_STORE AUTHFLOW_STORE_KEY_FILE
+mkdir -m 0700 -p "$XDG_RUNTIME_DIR" "$XDG_CONFIG_HOME/authflow"
+cp "$WORK/providers.json" "$XDG_CONFIG_HOME/authflow/providers.json"
+SOCK="$XDG_RUNTIME_DIR/authflow/agent.sock"
+printf '{"v":1,"token":"p1"}\n' > "$WORK/request"
+printf '{"access_token":"%s","token_type":"Bearer","expires_at":%s}\n' "$TOKEN" "$(( $(date +%s) + 86400 ))" > "$WORK/go-token.json"
+
+# The agent, default socket, its own store.
+"$BIN" --config "$WORK/providers.json" --store "$WORK/store" agent >"$WORK/agent.log" 2>&1 &
+AGENT=$!
+ready=0
+for _ in $(seq 1 200); do
+  ready=1
+  for i in $(seq 1 10); do "$WORK/agent-client" "$SOCK" "p$i" >/dev/null 2>&1 || { ready=0; break; }; done
+  [[ $ready == 1 ]] && break
+  sleep 0.1
+done
+[[ $ready == 1 ]] || { say "the agent did not serve all 10 providers in 20 s"; cat "$WORK/agent.log" >&2; exit 1; }
+sleep 2   # let start-up work settle before the idle reading
+agent_cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$AGENT/stat"; }
+rss() { awk -v key="$1:" '$1 == key { print $2 }' "/proc/$AGENT/status"; }
+result agent rss_idle_after_start_kb "$(rss VmRSS)"
+result agent threads_idle "$(awk '$1 == "Threads:" { print $2 }' "/proc/$AGENT/status")"
+
+# Every command prints the same token.
+check() { local got; got="$("$@" 2>&1 | head -1)"; [[ "$got" == "$TOKEN" ]] || { say "$* printed '$got', not the token"; exit 1; }; }
+check "$WORK/agent-client" "$SOCK" p1
+# socat prints the agent's whole answer line: the token must be in it.
+socat "OPEN:$WORK/request!!STDOUT" "UNIX-CONNECT:$SOCK" | grep -q "\"access_token\":\"$TOKEN\"" || { say "socat got no token"; exit 1; }
+check "$BIN" token p1
+check "$BIN" --config "$WORK/providers.json" --store "$WORK/store" token p1
+check env BENCH_TOKEN_FILE="$WORK/go-token.json" "$GO" m5
+export BENCH_TOKEN_FILE="$WORK/go-token.json"
+
+for round in $(seq 1 "$ROUNDS"); do
+  for kind in pinned unpinned; do
+    if [[ $kind == pinned ]]; then taskset -a -cp 0 "$AGENT" >/dev/null; pin=(taskset -c 1); else taskset -a -cp 0-"$(( $(nproc) - 1 ))" "$AGENT" >/dev/null; pin=(); fi
+    say "round $round, $kind: hyperfine ($RUNS runs of each)"
+    "${pin[@]}" hyperfine -N --style none --warmup 5 --runs "$RUNS" --output null --export-json "$WORK/m5-$round-$kind.json" \
+      -n agent-c "$WORK/agent-client $SOCK p1" \
+      -n agent-socat "socat OPEN:$WORK/request!!STDOUT UNIX-CONNECT:$SOCK" \
+      -n authflow-via-agent "$BIN token p1" \
+      -n authflow-store "$BIN --config $WORK/providers.json --store $WORK/store token p1" \
+      -n go-m5 "$GO m5" \
+      -n floor-true "$(command -v true)" >/dev/null
+    python3 - "$WORK/m5-$round-$kind.json" "$kind" "$round" <<'PY' | tee -a "$RESULTS"
+import json, sys
+results = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
+kind, round_ = sys.argv[2], sys.argv[3]
+go = results["go-m5"]["median"]
+for name, r in results.items():
+    print(f"RESULT {name} r{round_}_{kind}_median_ms {r['median'] * 1e3:.3f}")
+    print(f"RESULT {name} r{round_}_{kind}_ratio_to_go_m5 {r['median'] / go:.3f}")
+PY
+    say "round $round, $kind: 1,000 concurrent requests x $REPEAT"
+    cpu_before=$(agent_cpu_ticks)
+    "${pin[@]}" "$WORK/agent-load" "$SOCK" p1 1000 "$REPEAT" "agent-r$round-$kind" | tee -a "$RESULTS"
+    # The agent's own CPU time (user + system, every thread) per request of the load above.
+    result "agent-r$round-$kind" load_agent_cpu_us_per_request \
+      "$(( ($(agent_cpu_ticks) - cpu_before) * 1000000 / $(getconf CLK_TCK) / (1000 * REPEAT) ))"
+  done
+done
+sleep 2
+result agent rss_idle_after_runs_kb "$(rss VmRSS)"
+result agent rss_peak_kb "$(rss VmHWM)"
+result agent open_fds_after_runs "$(ls "/proc/$AGENT/fd" | wc -l)"
+say "machine: $(nproc) CPUs, $(uptime)"
+say "results: $RESULTS"
