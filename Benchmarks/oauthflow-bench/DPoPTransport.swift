@@ -38,9 +38,9 @@ func runDiagDPoPM3(_ config: Config) async -> Int32 {
         warn("diag-dpop-m3: BENCH_DPOP_ALG \(algorithmName) is not an algorithm")
         return 1
     }
-    let bearer = Provider(id: "bearer", tokenURL: URL(string: "http://bench.invalid/bearer-token")!, clientID: "bench-client",
+    let bearer = Provider(id: "bearer", tokenURL: URL(string: "https://bench.invalid/bearer-token")!, clientID: "bench-client",
                           clientSecret: Secret("bench-secret"))
-    var dpop = Provider(id: "dpop", tokenURL: URL(string: "http://bench.invalid/dpop-token")!, clientID: "bench-client",
+    var dpop = Provider(id: "dpop", tokenURL: URL(string: "https://bench.invalid/dpop-token")!, clientID: "bench-client",
                         clientSecret: Secret("bench-secret"))
     dpop.dpop = .enabled
     dpop.dpopAlgorithm = algorithm
