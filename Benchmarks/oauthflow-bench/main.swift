@@ -4,7 +4,7 @@
 // (the same through blocking curl_easy_perform on Dispatch workers), `diag-seq`, `diag-pipeline`
 // (M1 split into transport-only and AuthFlow-overhead timings), `diag-transports` and
 // `diag-authflow-raw`, `diag-fleet`, `diag-handoffs` (context switches per fetch), `diag-pkce`,
-// `diag-idtoken`, `diag-dpop` (see Diagnostics.swift). Exit 3 = unknown mode.
+// `diag-idtoken`, `diag-dpop` (see Diagnostics.swift), `diag-dpop-m3` (DPoPTransport.swift). Exit 3 = unknown mode.
 //
 // Everything goes through OAuthFlow's public API: AuthFlow.clientCredentials(provider:) for a
 // fresh fetch (a real HTTP request each, client_secret_basic), a TokenSource's token() for the cached
@@ -538,13 +538,13 @@ let mode = arguments.count > 1 ? arguments[1] : ""
 if mode == "m5" { exit(runM5()) }
 if let code = assertionBenchMode(mode) { exit(code) }   // diag-assertion (AssertionBench.swift)
 
-let asyncModes: Set<String> = ["m1", "m2", "m3", "m4", "diag-m2", "diag-m2-easy", "diag-seq", "diag-transports", "diag-authflow-raw", "diag-fleet", "diag-pipeline", "diag-handoffs"]
+let asyncModes: Set<String> = ["m1", "m2", "m3", "m4", "diag-m2", "diag-m2-easy", "diag-seq", "diag-transports", "diag-authflow-raw", "diag-fleet", "diag-pipeline", "diag-handoffs", "diag-dpop-m3"]
 if mode == "pkce" { exit(runPKCE(Config.load())) }
 if mode == "diag-pkce" { exit(runDiagPKCE(Config.load())) }
 if mode == "diag-idtoken" { exit(runDiagIDToken(Config.load())) }
 if mode == "diag-dpop" { exit(runDiagDPoP(Config.load())) }
 guard asyncModes.contains(mode) else {
-    warn("mode \"\(mode)\" is not supported (modes: m1 m2 m3 m4 pkce m5 diag-m2 diag-m2-easy diag-seq diag-transports diag-authflow-raw diag-fleet diag-pipeline diag-handoffs diag-pkce diag-idtoken diag-dpop)")
+    warn("mode \"\(mode)\" is not supported (modes: m1 m2 m3 m4 pkce m5 diag-m2 diag-m2-easy diag-seq diag-transports diag-authflow-raw diag-fleet diag-pipeline diag-handoffs diag-pkce diag-idtoken diag-dpop diag-dpop-m3)")
     exit(3)
 }
 
@@ -568,6 +568,7 @@ Task.detached { [mode] in
     case "diag-fleet": code = await runDiagFleet(config)
     case "diag-pipeline": code = await runDiagPipeline(config)
     case "diag-handoffs": code = await runDiagHandoffs(config)
+    case "diag-dpop-m3": code = await runDiagDPoPM3(config)   // DPoPTransport.swift
     default: code = await runDiagSequential(config)
     }
     status.store(code, ordering: .relaxed)

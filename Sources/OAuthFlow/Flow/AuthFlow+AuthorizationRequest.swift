@@ -9,7 +9,8 @@ import Foundation
 extension AuthFlow {
     /// A new authorization request for `provider`: its parameters made, then signed into a
     /// request object when the provider says `requestObject`, then pushed when it says
-    /// `pushedAuthorization` or its metadata says `require_pushed_authorization_requests`.
+    /// `pushedAuthorization` or its metadata says `require_pushed_authorization_requests`. A DPoP
+    /// provider's push carries a DPoP proof of the key its `dpop_jkt` names (RFC 9449 §10.1).
     /// - Throws: ``OAuthError`` as ``authorizationRequest(provider:scopes:parameters:usePKCE:resources:)`` documents.
     func makeAuthorizationRequest(
         _ provider: Provider, scopes: [String], parameters: [String: String], usePKCE: Bool, resources: [URL], now: Date
@@ -27,8 +28,12 @@ extension AuthFlow {
         let client = client(for: provider)
         let fields = PushedAuthorization.fields(
             prepared.query, requestObject: signed, clientID: provider.clientID, authentication: client.authentication)
-        let answer = try await PushedAuthorization.push(fields, to: url, client: client)
-        logger.debug(provider, "authorization request pushed; request_uri expires in \(answer.expiresIn) s; request object=\(signed != nil)")
+        // A DPoP provider proves its key on the push too (RFC 9449 §10.1): the key dpop_jkt named,
+        // held in the client's slot since addingDPoPThumbprint made or found it.
+        let proof = try await dpopProver(for: provider)
+        let answer = try await PushedAuthorization.push(fields, to: url, client: client, proof: proof)
+        logger.debug(provider, "authorization request pushed; request_uri expires in \(answer.expiresIn) s; request object=\(signed != nil); "
+            + "DPoP=\(proof != nil)")
         return try AuthorizationCodeGrant.request(
             prepared, providerID: provider.id, browserQuery: [("client_id", provider.clientID), ("request_uri", answer.requestURI)],
             now: now, lifetime: lifetime, requestURIExpiresAt: now.addingTimeInterval(TimeInterval(answer.expiresIn)))

@@ -45,11 +45,19 @@ enum PushedAuthorization {
 
     /// POSTs `fields` to the pushed authorization request endpoint `url` through `client` (which
     /// authenticates the client, with a fresh assertion for each attempt) and reads the answer.
-    /// - Throws: ``OAuthError`` `.serverRejected` for a §5.2 body (such as `invalid_request`);
-    ///   `.httpStatus` for another non-2xx answer; `.invalidResponse` for an answer that is not
-    ///   a JSON object, or whose `request_uri` or `expires_in` is missing or malformed; `.transport`.
-    static func push(_ fields: [(String, String)], to url: URL, client: EndpointClient) async throws(OAuthError) -> Answer {
-        let object = try await client.post(fields, to: url, endpoint: .pushedAuthorization, retrying: .transient)
+    ///
+    /// With `proof` (a DPoP provider), every attempt carries a fresh DPoP proof for `POST` and
+    /// `url` with the server's latest nonce, and a `use_dpop_nonce` answer is sent once more with
+    /// the nonce it brought: the token endpoint's path in ``EndpointClient/post(_:to:endpoint:retrying:proof:)``
+    /// (RFC 9449 §5, §8, §10.1; the pushed fields keep the matching `dpop_jkt`).
+    /// - Throws: ``OAuthError`` `.serverRejected` for a §5.2 body (such as `invalid_request`, or a
+    ///   second `use_dpop_nonce`); `.httpStatus` for another non-2xx answer; `.invalidResponse` for
+    ///   an answer that is not a JSON object, or whose `request_uri` or `expires_in` is missing or
+    ///   malformed; `.crypto` when a proof cannot be signed; `.transport`.
+    static func push(
+        _ fields: [(String, String)], to url: URL, client: EndpointClient, proof: DPoPProver? = nil
+    ) async throws(OAuthError) -> Answer {
+        let object = try await client.post(fields, to: url, endpoint: .pushedAuthorization, retrying: .transient, proof: proof)
         return try answer(object)
     }
 
