@@ -204,31 +204,10 @@ struct DPoPServer: Sendable {
 struct DPoPServerTrait: SuiteTrait, TestScoping {
     var isRecursive: Bool { false }
 
-    static let directory = ServerLauncher.serverDirectory.appendingPathComponent("dpop", isDirectory: true)
-
     func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("oauthflow-dpop-run-\(getpid())-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: log, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let port = try ServerLauncher.freePort()
-        let environment = ["OAUTHFLOW_DPOP_PORT": String(port)]
-        let status = try await ServerLauncher.run("/bin/bash", [Self.directory.appendingPathComponent("start.sh").path],
-                                                  environment: environment, log: log, timeout: .seconds(180))
-        func stop() async {
-            _ = try? await ServerLauncher.run("/bin/bash", [Self.directory.appendingPathComponent("stop.sh").path],
-                                              environment: environment, log: log, timeout: .seconds(30))
-        }
-        guard status == 0 else {
-            await stop()
-            throw ServerLaunchError(description: "dpop start.sh exited with \(status); see \(log.path)/fixture.log")
-        }
-        do {
+        try await ScriptedServer(directory: "dpop", logPrefix: "oauthflow-dpop", portVariable: "OAUTHFLOW_DPOP_PORT").run { port in
             try await DPoPServer.$current.withValue(DPoPServer(port: port)) { try await function() }
-        } catch {
-            await stop()
-            throw error
         }
-        await stop()
-        try? FileManager.default.removeItem(at: log)
     }
 }
 
