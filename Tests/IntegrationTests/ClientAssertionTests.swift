@@ -294,18 +294,11 @@ struct CredentialsServer: Sendable {
     }
 }
 
-/// Starts credserver.py once for the suite (setup.sh + start.sh on a free port), stops it after.
-struct CredentialsServerTrait: SuiteTrait, TestScoping {
-    var isRecursive: Bool { false }
-
-    func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
-        try await ScriptedServer(directory: "credentials", logPrefix: "oauthflow-creds", portVariable: "OAUTHFLOW_CREDS_PORT").run { port in
-            try await CredentialsServer.$current.withValue(CredentialsServer(port: port)) { try await function() }
+extension Trait where Self == ScriptedServerTrait {
+    /// Runs the suite against one credserver.py started for it (setup.sh + start.sh on a free port, stop.sh after).
+    static var credentialsServer: Self {
+        Self(server: ScriptedServer(directory: "credentials", logPrefix: "oauthflow-creds", portVariable: "OAUTHFLOW_CREDS_PORT")) { port, suite in
+            try await CredentialsServer.$current.withValue(CredentialsServer(port: port)) { try await suite() }
         }
     }
-}
-
-extension Trait where Self == CredentialsServerTrait {
-    /// Runs the suite against one credserver.py started for it.
-    static var credentialsServer: Self { Self() }
 }

@@ -200,20 +200,13 @@ struct DPoPServer: Sendable {
     }
 }
 
-/// Starts dpopserver.py once for the suite (setup.sh + start.sh on a free port), stops it after.
-struct DPoPServerTrait: SuiteTrait, TestScoping {
-    var isRecursive: Bool { false }
-
-    func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
-        try await ScriptedServer(directory: "dpop", logPrefix: "oauthflow-dpop", portVariable: "OAUTHFLOW_DPOP_PORT").run { port in
-            try await DPoPServer.$current.withValue(DPoPServer(port: port)) { try await function() }
+extension Trait where Self == ScriptedServerTrait {
+    /// Runs the suite against one dpopserver.py started for it (setup.sh + start.sh on a free port, stop.sh after).
+    static var dpopServer: Self {
+        Self(server: ScriptedServer(directory: "dpop", logPrefix: "oauthflow-dpop", portVariable: "OAUTHFLOW_DPOP_PORT")) { port, suite in
+            try await DPoPServer.$current.withValue(DPoPServer(port: port)) { try await suite() }
         }
     }
-}
-
-extension Trait where Self == DPoPServerTrait {
-    /// Runs the suite against one dpopserver.py started for it.
-    static var dpopServer: Self { Self() }
 }
 
 /// A decoded DPoP proof as it went on the wire.

@@ -226,20 +226,13 @@ struct GlewlwydServer: Sendable {
     }
 }
 
-/// Starts glewlwyd once for the suite (Server/par/start.sh on a free port), stops it after.
-struct GlewlwydServerTrait: SuiteTrait, TestScoping {
-    var isRecursive: Bool { false }
-
-    func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
+extension Trait where Self == ScriptedServerTrait {
+    /// Runs the suite against one glewlwyd started for it (Server/par/start.sh on a free port, stop.sh after).
+    static var glewlwydServer: Self {
         let home = ProcessInfo.processInfo.environment["OAUTHFLOW_PAR_HOME"] ?? "/tmp/oauthflow-par"
         let server = ScriptedServer(directory: "par", logPrefix: "oauthflow-par", portVariable: "OAUTHFLOW_PAR_PORT", environment: ["OAUTHFLOW_PAR_HOME": home])
-        try await server.run { port in
-            try await GlewlwydServer.$current.withValue(GlewlwydServer(port: port, home: home)) { try await function() }
+        return Self(server: server) { port, suite in
+            try await GlewlwydServer.$current.withValue(GlewlwydServer(port: port, home: home)) { try await suite() }
         }
     }
-}
-
-extension Trait where Self == GlewlwydServerTrait {
-    /// Runs the suite against one glewlwyd started for it.
-    static var glewlwydServer: Self { Self() }
 }

@@ -172,18 +172,11 @@ struct ExchangeServer: Sendable {
     }
 }
 
-/// Starts exchserver.py once for the suite (setup.sh + start.sh on a free port), stops it after.
-struct ExchangeServerTrait: SuiteTrait, TestScoping {
-    var isRecursive: Bool { false }
-
-    func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
-        try await ScriptedServer(directory: "exchange", logPrefix: "oauthflow-exchange", portVariable: "OAUTHFLOW_EXCHANGE_PORT").run { port in
-            try await ExchangeServer.$current.withValue(ExchangeServer(port: port)) { try await function() }
+extension Trait where Self == ScriptedServerTrait {
+    /// Runs the suite against one exchserver.py started for it (setup.sh + start.sh on a free port, stop.sh after).
+    static var exchangeServer: Self {
+        Self(server: ScriptedServer(directory: "exchange", logPrefix: "oauthflow-exchange", portVariable: "OAUTHFLOW_EXCHANGE_PORT")) { port, suite in
+            try await ExchangeServer.$current.withValue(ExchangeServer(port: port)) { try await suite() }
         }
     }
-}
-
-extension Trait where Self == ExchangeServerTrait {
-    /// Runs the suite against one exchserver.py started for it.
-    static var exchangeServer: Self { Self() }
 }

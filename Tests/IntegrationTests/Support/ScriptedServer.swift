@@ -45,3 +45,16 @@ struct ScriptedServer: Sendable {
         try? FileManager.default.removeItem(at: log)
     }
 }
+
+/// The suite trait of a ``ScriptedServer``: starts it once for the suite (not once per test) and runs
+/// the suite inside `scope`, which publishes the server to the tests (its type's `current`).
+struct ScriptedServerTrait: SuiteTrait, TestScoping {
+    let server: ScriptedServer
+    let scope: @Sendable (_ port: Int, _ suite: @Sendable () async throws -> Void) async throws -> Void
+
+    var isRecursive: Bool { false }
+
+    func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
+        try await server.run { port in try await scope(port, function) }
+    }
+}
