@@ -294,39 +294,11 @@ struct CredentialsServer: Sendable {
     }
 }
 
-/// Starts credserver.py once for the suite (setup.sh + start.sh on a free port), stops it after.
-struct CredentialsServerTrait: SuiteTrait, TestScoping {
-    var isRecursive: Bool { false }
-
-    static let directory = ServerLauncher.serverDirectory.appendingPathComponent("credentials", isDirectory: true)
-
-    func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("oauthflow-creds-run-\(getpid())-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: log, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let port = try ServerLauncher.freePort()
-        let environment = ["OAUTHFLOW_CREDS_PORT": String(port)]
-        let status = try await ServerLauncher.run("/bin/bash", [Self.directory.appendingPathComponent("start.sh").path],
-                                                  environment: environment, log: log, timeout: .seconds(180))
-        func stop() async {
-            _ = try? await ServerLauncher.run("/bin/bash", [Self.directory.appendingPathComponent("stop.sh").path],
-                                              environment: environment, log: log, timeout: .seconds(30))
+extension Trait where Self == ScriptedServerTrait {
+    /// Runs the suite against one credserver.py started for it (setup.sh + start.sh on a free port, stop.sh after).
+    static var credentialsServer: Self {
+        Self(server: ScriptedServer(directory: "credentials", logPrefix: "oauthflow-creds", portVariable: "OAUTHFLOW_CREDS_PORT")) { port, suite in
+            try await CredentialsServer.$current.withValue(CredentialsServer(port: port)) { try await suite() }
         }
-        guard status == 0 else {
-            await stop()
-            throw ServerLaunchError(description: "credentials start.sh exited with \(status); see \(log.path)/fixture.log")
-        }
-        do {
-            try await CredentialsServer.$current.withValue(CredentialsServer(port: port)) { try await function() }
-        } catch {
-            await stop()
-            throw error
-        }
-        await stop()
-        try? FileManager.default.removeItem(at: log)
     }
-}
-
-extension Trait where Self == CredentialsServerTrait {
-    /// Runs the suite against one credserver.py started for it.
-    static var credentialsServer: Self { Self() }
 }

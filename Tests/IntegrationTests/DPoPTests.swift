@@ -200,41 +200,13 @@ struct DPoPServer: Sendable {
     }
 }
 
-/// Starts dpopserver.py once for the suite (setup.sh + start.sh on a free port), stops it after.
-struct DPoPServerTrait: SuiteTrait, TestScoping {
-    var isRecursive: Bool { false }
-
-    static let directory = ServerLauncher.serverDirectory.appendingPathComponent("dpop", isDirectory: true)
-
-    func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("oauthflow-dpop-run-\(getpid())-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: log, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let port = try ServerLauncher.freePort()
-        let environment = ["OAUTHFLOW_DPOP_PORT": String(port)]
-        let status = try await ServerLauncher.run("/bin/bash", [Self.directory.appendingPathComponent("start.sh").path],
-                                                  environment: environment, log: log, timeout: .seconds(180))
-        func stop() async {
-            _ = try? await ServerLauncher.run("/bin/bash", [Self.directory.appendingPathComponent("stop.sh").path],
-                                              environment: environment, log: log, timeout: .seconds(30))
+extension Trait where Self == ScriptedServerTrait {
+    /// Runs the suite against one dpopserver.py started for it (setup.sh + start.sh on a free port, stop.sh after).
+    static var dpopServer: Self {
+        Self(server: ScriptedServer(directory: "dpop", logPrefix: "oauthflow-dpop", portVariable: "OAUTHFLOW_DPOP_PORT")) { port, suite in
+            try await DPoPServer.$current.withValue(DPoPServer(port: port)) { try await suite() }
         }
-        guard status == 0 else {
-            await stop()
-            throw ServerLaunchError(description: "dpop start.sh exited with \(status); see \(log.path)/fixture.log")
-        }
-        do {
-            try await DPoPServer.$current.withValue(DPoPServer(port: port)) { try await function() }
-        } catch {
-            await stop()
-            throw error
-        }
-        await stop()
-        try? FileManager.default.removeItem(at: log)
     }
-}
-
-extension Trait where Self == DPoPServerTrait {
-    /// Runs the suite against one dpopserver.py started for it.
-    static var dpopServer: Self { Self() }
 }
 
 /// A decoded DPoP proof as it went on the wire.

@@ -226,40 +226,13 @@ struct GlewlwydServer: Sendable {
     }
 }
 
-/// Starts glewlwyd once for the suite (Server/par/start.sh on a free port), stops it after.
-struct GlewlwydServerTrait: SuiteTrait, TestScoping {
-    var isRecursive: Bool { false }
-
-    static let directory = ServerLauncher.serverDirectory.appendingPathComponent("par", isDirectory: true)
-
-    func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("oauthflow-par-run-\(getpid())-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: log, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let port = try ServerLauncher.freePort()
+extension Trait where Self == ScriptedServerTrait {
+    /// Runs the suite against one glewlwyd started for it (Server/par/start.sh on a free port, stop.sh after).
+    static var glewlwydServer: Self {
         let home = ProcessInfo.processInfo.environment["OAUTHFLOW_PAR_HOME"] ?? "/tmp/oauthflow-par"
-        let environment = ["OAUTHFLOW_PAR_PORT": String(port), "OAUTHFLOW_PAR_HOME": home]
-        let status = try await ServerLauncher.run("/bin/bash", [Self.directory.appendingPathComponent("start.sh").path],
-                                                  environment: environment, log: log, timeout: .seconds(180))
-        func stop() async {
-            _ = try? await ServerLauncher.run("/bin/bash", [Self.directory.appendingPathComponent("stop.sh").path],
-                                              environment: environment, log: log, timeout: .seconds(30))
+        let server = ScriptedServer(directory: "par", logPrefix: "oauthflow-par", portVariable: "OAUTHFLOW_PAR_PORT", environment: ["OAUTHFLOW_PAR_HOME": home])
+        return Self(server: server) { port, suite in
+            try await GlewlwydServer.$current.withValue(GlewlwydServer(port: port, home: home)) { try await suite() }
         }
-        guard status == 0 else {
-            await stop()
-            throw ServerLaunchError(description: "par start.sh exited with \(status); see \(log.path)/fixture.log")
-        }
-        do {
-            try await GlewlwydServer.$current.withValue(GlewlwydServer(port: port, home: home)) { try await function() }
-        } catch {
-            await stop()
-            throw error
-        }
-        await stop()
-        try? FileManager.default.removeItem(at: log)
     }
-}
-
-extension Trait where Self == GlewlwydServerTrait {
-    /// Runs the suite against one glewlwyd started for it.
-    static var glewlwydServer: Self { Self() }
 }

@@ -172,39 +172,11 @@ struct ExchangeServer: Sendable {
     }
 }
 
-/// Starts exchserver.py once for the suite (setup.sh + start.sh on a free port), stops it after.
-struct ExchangeServerTrait: SuiteTrait, TestScoping {
-    var isRecursive: Bool { false }
-
-    static let directory = ServerLauncher.serverDirectory.appendingPathComponent("exchange", isDirectory: true)
-
-    func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("oauthflow-exchange-run-\(getpid())-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: log, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let port = try ServerLauncher.freePort()
-        let environment = ["OAUTHFLOW_EXCHANGE_PORT": String(port)]
-        let status = try await ServerLauncher.run("/bin/bash", [Self.directory.appendingPathComponent("start.sh").path],
-                                                  environment: environment, log: log, timeout: .seconds(180))
-        func stop() async {
-            _ = try? await ServerLauncher.run("/bin/bash", [Self.directory.appendingPathComponent("stop.sh").path],
-                                              environment: environment, log: log, timeout: .seconds(30))
+extension Trait where Self == ScriptedServerTrait {
+    /// Runs the suite against one exchserver.py started for it (setup.sh + start.sh on a free port, stop.sh after).
+    static var exchangeServer: Self {
+        Self(server: ScriptedServer(directory: "exchange", logPrefix: "oauthflow-exchange", portVariable: "OAUTHFLOW_EXCHANGE_PORT")) { port, suite in
+            try await ExchangeServer.$current.withValue(ExchangeServer(port: port)) { try await suite() }
         }
-        guard status == 0 else {
-            await stop()
-            throw ServerLaunchError(description: "exchange start.sh exited with \(status); see \(log.path)/fixture.log")
-        }
-        do {
-            try await ExchangeServer.$current.withValue(ExchangeServer(port: port)) { try await function() }
-        } catch {
-            await stop()
-            throw error
-        }
-        await stop()
-        try? FileManager.default.removeItem(at: log)
     }
-}
-
-extension Trait where Self == ExchangeServerTrait {
-    /// Runs the suite against one exchserver.py started for it.
-    static var exchangeServer: Self { Self() }
 }

@@ -6,28 +6,6 @@
 #
 # A second run with unchanged requirements returns at once (stamp file).
 set -euo pipefail
-
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-EXCHANGE_HOME="${OAUTHFLOW_EXCHANGE_HOME:-/tmp/oauthflow-exchange}"
-PYTHON="${OAUTHFLOW_IT_PYTHON:-python3}"
-VENV="$EXCHANGE_HOME/venv"
-STAMP="$EXCHANGE_HOME/.setup-stamp"
-export PYTHONDONTWRITEBYTECODE=1
-
-log() { echo "[oauthflow-exchange setup] $*" >&2; }
-
-HASH="$(cat "$HERE/setup.sh" "$HERE/requirements.txt" | sha256sum | cut -d' ' -f1)"
-if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$HASH" && -x "$VENV/bin/python" ]]; then
-    log "up to date ($EXCHANGE_HOME)"
-    exit 0
-fi
-mkdir -p "$EXCHANGE_HOME"
-chmod 700 "$EXCHANGE_HOME"
-if [[ ! -x "$VENV/bin/python" ]]; then
-    log "creating venv at $VENV"
-    "$PYTHON" -m venv "$VENV" || { log "ERROR: '$PYTHON -m venv' failed; on Debian: apt-get install -y python3-venv"; exit 1; }
-fi
-log "installing pinned packages"
-"$VENV/bin/python" -m pip install --disable-pip-version-check --quiet -r "$HERE/requirements.txt"
-echo "$HASH" > "$STAMP"
-log "done ($EXCHANGE_HOME)"
+source "$HERE/../lib.sh"
+loopback_setup exchange "${OAUTHFLOW_EXCHANGE_HOME:-/tmp/oauthflow-exchange}"

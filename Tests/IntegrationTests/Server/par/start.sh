@@ -6,16 +6,14 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$HERE/../lib.sh"
 PAR_HOME="${OAUTHFLOW_PAR_HOME:-/tmp/oauthflow-par}"
 PORT="${OAUTHFLOW_PAR_PORT:-8930}"
 
 "$HERE/setup.sh"
 RUN="$PAR_HOME/run-$PORT"
-PIDFILE="$PAR_HOME/server-$PORT.pid"
-if [[ -f "$PIDFILE" ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
-    echo "[oauthflow-par start] already running (pid $(cat "$PIDFILE"))" >&2
-    exit 0
-fi
+loopback_begin par "$PAR_HOME" "$PORT"
+loopback_exit_if_running
 rm -rf "$RUN"
 mkdir -p "$RUN"
 cp "$PAR_HOME/glewlwyd.db.template" "$RUN/glewlwyd.db"
@@ -58,25 +56,17 @@ database =
   path = "$RUN/glewlwyd.db"
 };
 CONF
-setsid glewlwyd --config-file="$RUN/glewlwyd.conf" >"$PAR_HOME/server-$PORT.log" 2>&1 < /dev/null &
-echo $! > "$PIDFILE"
+loopback_launch glewlwyd --config-file="$RUN/glewlwyd.conf"
 for _ in $(seq 1 120); do
     # Any HTTP answer means it listens (this one is a 401 without a session).
     if python3 -c 'import ssl,sys,urllib.error,urllib.request
 try: urllib.request.urlopen(sys.argv[1], timeout=2, context=ssl.create_default_context(cafile=sys.argv[2]))
 except urllib.error.HTTPError: pass' \
         "https://127.0.0.1:$PORT/api/profile/scheme/" "$PKI/ca.crt" 2>/dev/null; then
-        python3 "$HERE/provision.py" "$PORT" "$PAR_HOME" || {
-            echo "[oauthflow-par start] ERROR: provisioning failed; log:" >&2
-            tail -n 30 "$PAR_HOME/server-$PORT.log" >&2 || true
-            exit 1
-        }
-        echo "[oauthflow-par start] ready at https://127.0.0.1:$PORT (pid $(cat "$PIDFILE"))" >&2
-        exit 0
+        python3 "$HERE/provision.py" "$PORT" "$PAR_HOME" || loopback_fail "provisioning failed"
+        loopback_ready "https://127.0.0.1:$PORT"
     fi
-    if ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then break; fi
+    if ! kill -0 "$(cat "$LOOPBACK_PIDFILE")" 2>/dev/null; then break; fi
     sleep 0.25
 done
-echo "[oauthflow-par start] ERROR: not ready after 30 s; log:" >&2
-tail -n 30 "$PAR_HOME/server-$PORT.log" >&2 || true
-exit 1
+loopback_fail "not ready after 30 s"
