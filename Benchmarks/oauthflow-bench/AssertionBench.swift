@@ -57,11 +57,7 @@ func assertionBenchMode(_ mode: String) -> Int32? {
 }
 
 /// The process's CPU time (every thread), ns.
-private func processCPUNs() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-}
+private func processCPUNs() -> UInt64 { clockNs(CLOCK_PROCESS_CPUTIME_ID) }
 
 /// A key for the bare baseline: decoded by the benchmark's own libcrypto table from the PEM's DER.
 private final class BareSigner {

@@ -62,11 +62,7 @@ func runDiagDPoPM3(_ config: Config) async -> Int32 {
     let dpopTransport = AuthorizingTransport(base: base, source: flow.tokenSource(for: "dpop"))
     let request = HTTPRequest(method: "GET", url: URL(string: "https://api.bench.invalid/v1/items?page=2")!, headers: [("Accept", "application/json")])
 
-    func processCPUNs() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-    }
+    func processCPUNs() -> UInt64 { clockNs(CLOCK_PROCESS_CPUTIME_ID) }
     /// (wall ns, CPU ns, errors) for `count` sends through `transport`, after 200 warm-up sends.
     func measure(_ transport: AuthorizingTransport, count: Int) async -> (wall: UInt64, cpu: UInt64, errors: Int) {
         var errors = 0

@@ -476,11 +476,7 @@ func runDiagDPoP(_ config: Config) -> Int32 {
 
 /// The calling thread's CPU time for `count` calls of `body`, after a warm-up of 100.
 func cpuNs(count: Int, _ body: () -> Int) -> UInt64 {
-    func now() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-    }
+    func now() -> UInt64 { clockNs(CLOCK_THREAD_CPUTIME_ID) }
     var sink = 0
     for _ in 0..<100 { sink &+= body() }
     let start = now()
@@ -491,11 +487,7 @@ func cpuNs(count: Int, _ body: () -> Int) -> UInt64 {
 
 /// Like `timeMicro`, plus the calling thread's CPU time per call (`CLOCK_THREAD_CPUTIME_ID`).
 func timeCPU(_ config: Config, _ label: String, count: Int, _ body: () -> Int) {
-    func threadCPUNs() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-    }
+    func threadCPUNs() -> UInt64 { clockNs(CLOCK_THREAD_CPUTIME_ID) }
     var sink = 0
     for _ in 0..<min(count, 1000) { sink &+= body() }
     let start = monotonicNs()

@@ -93,12 +93,16 @@ func fixed3(_ value: Double) -> String {
     return (value < 0 && thousandths > 0 ? "-" : "") + "\(thousandths / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
 }
 
-/// CLOCK_MONOTONIC in nanoseconds.
-func monotonicNs() -> UInt64 {
+/// `clock`'s time in nanoseconds (CLOCK_MONOTONIC, or a CPU-time clock: CLOCK_THREAD_CPUTIME_ID,
+/// CLOCK_PROCESS_CPUTIME_ID).
+func clockNs(_ clock: clockid_t) -> UInt64 {
     var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
+    clock_gettime(clock, &ts)
     return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
 }
+
+/// CLOCK_MONOTONIC in nanoseconds.
+func monotonicNs() -> UInt64 { clockNs(CLOCK_MONOTONIC) }
 
 func warn(_ message: String) {
     var line = "oauthflow-bench: \(message)\n"

@@ -134,43 +134,47 @@ public enum Authflow {
         _ invocation: Invocation, output: Output, environment: [String: String], services: Services
     ) async -> ExitCode {
         let context = Context(invocation: invocation, output: output, environment: environment, services: services)
-        let status: ExitCode
         do throws(CLIError) {
-            switch invocation.command {
-            case .help(let topic):
-                output.stdout.write(helpText(topic))
-                status = .success
-            case .version:
-                output.stdout.write("authflow \(version)\n")
-                status = .success
-            case .providers(let json): status = try await context.providers(json: json)
-            case .login(let options): status = try await context.login(options)
-            case .token(let provider, let json): status = try await context.token(provider, json: json)
-            case .tokenProof(let provider, let method, let url): status = try await context.tokenProof(provider, method: method, url: url)
-            case .status(let provider, let json): status = try await context.status(provider, json: json)
-            case .logout(let provider, let localOnly): status = try await context.logout(provider, localOnly: localOnly)
-            case .discover(let options): status = try await context.discover(options)
-            case .userinfo(let provider): status = try await context.userinfo(provider)
-            case .demo: status = await Demo(context: context).run()
-            case .tokenHeader(let provider): status = try await context.tokenHeader(provider)
-            case .gitCredential(let provider, let action): status = try await context.gitCredential(provider, action: action)
-            case .kubeCredential(let provider): status = try await context.kubeCredential(provider)
-            case .completion(let shell?):
-                output.stdout.write(Completion.script(for: Completion.Shell(rawValue: shell) ?? .bash))
-                status = .success
-            case .completion(nil):
-                output.stdout.write(try context.catalogEntries().compactMap { $0["id"]?.stringValue }.filter(Completion.isWord)
-                    .map { $0 + "\n" }.joined())
-                status = .success
-            case .manPage:
-                output.stdout.write(ManPage.roff())
-                status = .success
-            case .agent(let options): status = try await context.agent(options)
-            }
+            return try await run(invocation.command, context: context, output: output)
         } catch {
             return context.report(error)
         }
-        return status
+    }
+
+    /// Runs one parsed command. Each case returns at once: Swift 6.3's optimizer crashed ("while
+    /// splitting coroutine") on the earlier shape, one `status` assigned in every case of a `do`.
+    private static func run(_ command: Command, context: Context, output: Output) async throws(CLIError) -> ExitCode {
+        switch command {
+        case .help(let topic):
+            output.stdout.write(helpText(topic))
+            return .success
+        case .version:
+            output.stdout.write("authflow \(version)\n")
+            return .success
+        case .providers(let json): return try await context.providers(json: json)
+        case .login(let options): return try await context.login(options)
+        case .token(let provider, let json): return try await context.token(provider, json: json)
+        case .tokenProof(let provider, let method, let url): return try await context.tokenProof(provider, method: method, url: url)
+        case .status(let provider, let json): return try await context.status(provider, json: json)
+        case .logout(let provider, let localOnly): return try await context.logout(provider, localOnly: localOnly)
+        case .discover(let options): return try await context.discover(options)
+        case .userinfo(let provider): return try await context.userinfo(provider)
+        case .demo: return await Demo(context: context).run()
+        case .tokenHeader(let provider): return try await context.tokenHeader(provider)
+        case .gitCredential(let provider, let action): return try await context.gitCredential(provider, action: action)
+        case .kubeCredential(let provider): return try await context.kubeCredential(provider)
+        case .completion(let shell?):
+            output.stdout.write(Completion.script(for: Completion.Shell(rawValue: shell) ?? .bash))
+            return .success
+        case .completion(nil):
+            output.stdout.write(try context.catalogEntries().compactMap { $0["id"]?.stringValue }.filter(Completion.isWord)
+                .map { $0 + "\n" }.joined())
+            return .success
+        case .manPage:
+            output.stdout.write(ManPage.roff())
+            return .success
+        case .agent(let options): return try await context.agent(options)
+        }
     }
 
     /// Prints a usage error and returns 64.
