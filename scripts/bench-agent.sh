@@ -55,23 +55,7 @@ gcc -O2 -pthread -o "$WORK/agent-load" "$REPO/scripts/agent-bench/agent-load.c"
 
 # The token endpoint and the catalog of 10 client-credentials providers.
 TOKEN="bench-agent-access-token-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-python3 - "$WORK/port" "$TOKEN" <<'PY' &
-import http.server, json, sys
-port_file, token = sys.argv[1], sys.argv[2]
-class Token(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        body = json.dumps({"access_token": token, "token_type": "Bearer", "expires_in": 86400 * 300}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args): pass
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Token)
-open(port_file, "w").write(str(server.server_address[1]))
-server.serve_forever()
-PY
+python3 "$REPO/scripts/bench-token-server.py" "$WORK/port" "$TOKEN" &
 SERVER=$!
 for _ in $(seq 1 100); do [[ -s "$WORK/port" ]] && break; sleep 0.1; done
 PORT="$(cat "$WORK/port")"

@@ -82,24 +82,7 @@ WANT="$(grep -o 'bench-cached-access-token-[0-9a-f]*' "$HARNESS/lib/driver.py" |
 CLI="$TMP/oauthflow-bench-cli"
 rm -rf "$CLI"
 mkdir -p "$CLI"
-python3 - "$CLI/port" "$WANT" <<'PY' &
-import http.server, json, sys
-port_file, token = sys.argv[1], sys.argv[2]
-class Token(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        body = json.dumps({"access_token": token, "token_type": "Bearer", "expires_in": 86400 * 300}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args): pass
-server = http.server.HTTPServer(("127.0.0.1", 0), Token)
-server.timeout = 30
-open(port_file, "w").write(str(server.server_address[1]))
-server.handle_request()   # one login, then exit (or give up after 30 s)
-PY
+python3 "$REPO/scripts/bench-token-server.py" "$CLI/port" "$WANT" --once &
 SERVER=$!
 for _ in $(seq 1 100); do [[ -s "$CLI/port" ]] && break; sleep 0.1; done
 cat > "$CLI/providers.json" <<JSON

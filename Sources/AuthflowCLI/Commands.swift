@@ -91,21 +91,27 @@ extension Context {
         token.reveal().utf8.allSatisfy { (0x21...0x7E).contains($0) }
     }
 
-    func token(_ id: String, json: Bool) async throws(CLIError) -> ExitCode {
-        let provider = try provider(id)
-        let flow = try await flow([provider], store: store())
+    /// `id`'s valid token set from `flow` (refreshed or re-fetched when due), its access token
+    /// checked once more: the library checks every token before storing and after loading, and this
+    /// is the token a caller puts into a header (`$(authflow token P)`, git's password).
+    /// - Throws: ``CLIError`` for what `tokenSet(for:)` throws, `.storage` for a token a header cannot carry.
+    func checkedTokenSet(_ id: String, flow: AuthFlow) async throws(CLIError) -> TokenSet {
         let set: TokenSet
         do {
             set = try await flow.tokenSet(for: id)
         } catch {
             throw .oauth(error, provider: id)
         }
-        // The library checks every token before storing and after loading; checked once more
-        // here, because this is the line `$(authflow token P)` puts into a header.
         guard Self.isHeaderSafe(set.accessToken) else {
             throw .oauth(OAuthError(.storage, providerID: id, message: "the stored access token holds characters a token cannot have"),
                          provider: id)
         }
+        return set
+    }
+
+    func token(_ id: String, json: Bool) async throws(CLIError) -> ExitCode {
+        let provider = try provider(id)
+        let set = try await checkedTokenSet(id, flow: try await flow([provider], store: store()))
         if json {
             out.write(JSONValue.line([
                 ("access_token", .string(set.accessToken.reveal())),

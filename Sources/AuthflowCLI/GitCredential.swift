@@ -104,17 +104,7 @@ extension Context {
             _ = try await login.login(LoginOptions(provider: id))
             return try await login.validTokenSet(provider, flow: login.flow([provider], store: store), store: store, interactive: false)
         }
-        let set: TokenSet
-        do {
-            set = try await flow.tokenSet(for: id)
-        } catch {
-            throw .oauth(error, provider: id)
-        }
-        guard Self.isHeaderSafe(set.accessToken) else {
-            throw .oauth(OAuthError(.storage, providerID: id, message: "the stored access token holds characters a token cannot have"),
-                         provider: id)
-        }
-        return set
+        return try await checkedTokenSet(id, flow: flow)
     }
 
     /// The catalog entry's `gitUsername` (git's username for the token), default `oauth2`.
