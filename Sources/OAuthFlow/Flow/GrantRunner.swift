@@ -136,16 +136,23 @@ extension AuthFlow {
         do { return try await store.load(id) != nil } catch { return true }
     }
 
-    /// Stores `set` and publishes `.authorized`, under the store's lock on its provider (taken here
-    /// unless `locked`), unless the result is stale: a logout began after the call did (checked
-    /// before and after the save; a save it overtook is deleted again), or the entry that existed
-    /// when the call began was deleted by another process since. A stale result throws
-    /// `.reauthorizationRequired` and nothing of it stays stored.
+    /// Stores `set` under the store's lock on its provider (taken here unless `locked`), unless the
+    /// result is stale: a logout began after the call did (checked before and after the save; a
+    /// save it overtook is deleted again), or the entry that existed when the call began was
+    /// deleted by another process since. A stale result throws `.reauthorizationRequired` and
+    /// nothing of it stays stored.
+    ///
+    /// The set is cached and `.authorized` published only once the lock is released, so only once
+    /// the store has made the save durable (a fleet store commits its transaction then): no caller
+    /// gets a renewed access token whose rotated refresh token a failed commit could still lose.
+    /// Unless `locked`, that happens here (``adopt(_:ticket:what:)``); a caller that holds the lock
+    /// adopts the set itself after releasing it.
     func commit(_ set: TokenSet, ticket: LogoutLedger.Ticket, locked: Bool, what: String) async throws(OAuthError) {
         guard locked else {
-            return try await store.withExclusiveAccess(to: set.providerID) { () async throws(OAuthError) in
+            try await store.withExclusiveAccess(to: set.providerID) { () async throws(OAuthError) in
                 try await self.commit(set, ticket: ticket, locked: true, what: what)
             }
+            return try adopt(set, ticket: ticket, what: what)
         }
         let id = set.providerID
         guard ledger.isCurrent(ticket, id) else { throw discard(set, what) }
@@ -167,8 +174,16 @@ extension AuthFlow {
             try await store.delete(id)
             throw discard(set, what)
         }
+    }
+
+    /// Caches a set committed under the store's lock, now released, and publishes `.authorized`;
+    /// unless a logout began since, which then deletes the stored set under the lock after this
+    /// one (and a waiting ``revoke(provider:)`` revokes it).
+    /// - Throws: ``OAuthError`` `.reauthorizationRequired` when a logout made the set stale.
+    func adopt(_ set: TokenSet, ticket: LogoutLedger.Ticket, what: String) throws(OAuthError) {
+        guard ledger.isCurrent(ticket, set.providerID) else { throw discard(set, what) }
         cache(set)
-        publish(.authorized(provider: id, set.authorization))
+        publish(.authorized(provider: set.providerID, set.authorization))
     }
 
     /// The error of a result a logout made stale; keeps the set for a waiting ``revoke(provider:)``.

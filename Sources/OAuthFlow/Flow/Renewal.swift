@@ -72,15 +72,32 @@ extension AuthFlow {
         do {
             // `renew` publishes its own failures and hands them back as a value, so what the store
             // throws is only the store's: the lock not had in time, a cancelled wait, a failed commit.
-            return try await store.withExclusiveAccess(to: id) { () async -> Result<TokenSet, OAuthError> in
+            let renewed = try await store.withExclusiveAccess(to: id) { () async -> Result<Renewed, OAuthError> in
                 do throws(OAuthError) {
                     return .success(try await self.renew(provider, force: force, previous: previous, ticket: ticket))
                 } catch {
                     return .failure(error)
                 }
             }
+            // A set the grant stored is served only now that the lock's writes are durable
+            // (commit(_:ticket:locked:what:)).
+            if case .success(.granted(let set)) = renewed { try adopt(set, ticket: ticket, what: "renewal") }
+            return renewed.map(\.set)
         } catch {
             return .failure(fail(id, error, since: ticket))
+        }
+    }
+
+    /// What a renewal under the lock found: a set another process stored (cached already), or
+    /// one its own grant stored, to cache and publish once the lock is released.
+    private enum Renewed: Sendable {
+        case stored(TokenSet)
+        case granted(TokenSet)
+
+        var set: TokenSet {
+            switch self {
+            case .stored(let set), .granted(let set): set
+            }
         }
     }
 
@@ -88,7 +105,7 @@ extension AuthFlow {
     ///
     /// Every outcome is checked against `ticket`: after a logout that began since, nothing is sent,
     /// cached, marked or stored.
-    private func renew(_ provider: Provider, force: Bool, previous: TokenSet?, ticket: LogoutLedger.Ticket) async throws(OAuthError) -> TokenSet {
+    private func renew(_ provider: Provider, force: Bool, previous: TokenSet?, ticket: LogoutLedger.Ticket) async throws(OAuthError) -> Renewed {
         let stale = { [id = provider.id] () -> OAuthError in
             OAuthError(.reauthorizationRequired, providerID: id,
                        message: "\"\(id)\" was logged out (clear or revoke) before this refresh could run; authorize again to log in")
@@ -100,7 +117,7 @@ extension AuthFlow {
         if let stored, !force || renewedElsewhere(stored, since: previous), isFresh(stored), !stored.needsReauthorization {
             cache(stored)
             logger.info(provider.id, "using the token another process stored")
-            return stored
+            return .stored(stored)
         }
         // The store is the truth: an entry another process deleted (a logout) is not revived from memory.
         if let grant = onDemandGrant(provider, stored: stored) {
@@ -108,9 +125,9 @@ extension AuthFlow {
             // client credentials): no refresh token; run it again whenever a token is due.
             if stored == nil { tokens[provider.id] = nil }
             let scopes = stored?.scopes ?? previous?.scopes ?? provider.scopes
-            return try await run(provider, ticket: ticket, locked: true) { [self] provider throws(OAuthError) in
+            return .granted(try await run(provider, ticket: ticket, locked: true) { [self] provider throws(OAuthError) in
                 try await onDemandRequest(grant, provider, scopes: scopes)
-            }
+            })
         }
         guard let current = stored else {
             tokens[provider.id] = nil
@@ -119,16 +136,16 @@ extension AuthFlow {
             if serviceOnly {
                 // A service-only provider: client credentials need no user, so fetch on demand.
                 let scopes = previous?.scopes ?? provider.scopes
-                return try await run(provider, ticket: ticket, locked: true) { provider throws(OAuthError) in
+                return .granted(try await run(provider, ticket: ticket, locked: true) { provider throws(OAuthError) in
                     try ClientCredentialsGrant.request(provider, scopes: scopes, resources: provider.resources)
-                }
+                })
             }
             throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "nothing is stored for \"\(provider.id)\"; authorize first"))
         }
         if current.grant == .clientCredentials {
-            return try await run(provider, ticket: ticket, locked: true) { provider throws(OAuthError) in
+            return .granted(try await run(provider, ticket: ticket, locked: true) { provider throws(OAuthError) in
                 try ClientCredentialsGrant.request(provider, scopes: current.scopes, resources: provider.resources)
-            }
+            })
         }
         guard !current.needsReauthorization else {
             throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "the refresh token was rejected earlier; authorize again"))
@@ -136,9 +153,9 @@ extension AuthFlow {
         guard let refreshToken = current.refreshToken else {
             throw fail(provider.id, OAuthError(.reauthorizationRequired, message: "the token expired and no refresh token is held"))
         }
-        return try await run(provider, ticket: ticket, locked: true) { provider in
+        return .granted(try await run(provider, ticket: ticket, locked: true) { provider in
             RefreshTokenGrant.request(refreshToken: refreshToken, renewing: current, resources: provider.resources)
-        }
+        })
     }
 
     /// True when the stored set is not the one this flow last saw: another process renewed it.
