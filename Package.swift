@@ -66,7 +66,7 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         // Test-only: runs the built `authflow` binary and a scripted loopback HTTP server. Not a product.
-        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strictSettings),
+        .target(name: "TestSupport", dependencies: ["OAuthFlow"], path: "Tests/TestSupport", swiftSettings: strictSettings),
         .testTarget(
             name: "IntegrationTests",
             // "authflow" is listed so that `swift test` builds the binary the CLI integration test runs.

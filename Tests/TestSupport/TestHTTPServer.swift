@@ -1,5 +1,6 @@
 public import Foundation
 import Glibc
+import OAuthFlow
 import Synchronization
 
 /// A scripted authorization server on 127.0.0.1 over real sockets: for tests that run the built

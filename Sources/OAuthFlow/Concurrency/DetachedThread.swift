@@ -9,6 +9,14 @@ package enum DetachedThread {
     /// Runs `body` on a new detached thread named `name` (its first 15 bytes, the kernel's limit).
     /// - Returns: false when the system could not create a thread; `body` then never runs.
     package static func start(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
+        guard let thread = spawn(name: name, body) else { return false }
+        pthread_detach(thread)   // nobody joins it: its resources go when it ends
+        return true
+    }
+
+    /// Starts `body` on a new thread named `name`: the one `pthread_create` of the detached and the
+    /// joinable threads. Nil when the system could not create a thread; `body` then never runs.
+    fileprivate static func spawn(name: String, _ body: @escaping @Sendable () -> Void) -> pthread_t? {
         let context = Unmanaged.passRetained(Context(name: name, body: body)).toOpaque()
         var thread = pthread_t()
         let created = pthread_create(&thread, nil, { raw in
@@ -18,10 +26,9 @@ package enum DetachedThread {
         }, context)
         guard created == 0 else {
             Unmanaged<Context>.fromOpaque(context).release()
-            return false
+            return nil
         }
-        pthread_detach(thread)   // nobody joins it: its resources go when it ends
-        return true
+        return thread
     }
 
     private final class Context: Sendable {
@@ -43,5 +50,22 @@ package enum DetachedThread {
             } catch {}
             body()
         }
+    }
+}
+
+/// A POSIX thread that someone joins (the test servers' threads, which their `stop()` waits for),
+/// named and started as ``DetachedThread`` starts its threads.
+package struct JoinableThread: Sendable {
+    private let thread: pthread_t
+
+    /// Starts `body` on a new thread named `name` (its first 15 bytes); nil when no thread could be made.
+    package init?(name: String, _ body: @escaping @Sendable () -> Void) {
+        guard let thread = DetachedThread.spawn(name: name, body) else { return nil }
+        self.thread = thread
+    }
+
+    /// Waits until the thread has ended and frees it; call exactly once.
+    package func join() {
+        _ = pthread_join(thread, nil)
     }
 }

@@ -214,48 +214,21 @@ public final class FileSecretStore: SecretStore {
             }
         }
         try Self.checkDirectory(directoryFD, path: path, key: key)
-
-        var temporary = ""
-        var created: FileDescriptor?
-        var openError: Int32 = 0
-        for _ in 0..<8 {
-            temporary = ".\(key).\(String(UInt64.random(in: .min ... .max), radix: 16)).tmp"
-            do throws(SystemError) {
-                created = try FileDescriptor(opening: temporary, in: directoryFD, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
-                break
-            } catch {
-                openError = error.code
-                if openError != EEXIST { break }
+        let result = data.withUnsafeBytes { buffer in
+            Result { () throws(AtomicFile.Failure) in try AtomicFile.replace("\(key).json", in: directoryFD, with: buffer, mode: 0o600, stem: key) }
+        }
+        if case .failure(let error) = result {
+            let temporary = "\(path)/\(error.temporary)"
+            let message = switch error.step {
+            case .create: "cannot create a temporary file in \"\(path)\" to save \"\(key)\""
+            case .chown, .chmod: "cannot set mode 0600 on \"\(temporary)\""
+            case .write: "cannot write \"\(temporary)\""
+            case .flush: "cannot flush \"\(temporary)\" to disk"
+            case .close: "cannot close \"\(temporary)\""
+            case .rename: "cannot replace \"\(file)\""
+            case .syncDirectory: "saving \"\(file)\" succeeded, but flushing the directory \"\(path)\" failed"
             }
-        }
-        guard let fd = created.take() else {
-            throw Self.failure(key, "cannot create a temporary file in \"\(path)\" to save \"\(key)\"", errno: openError)
-        }
-        do throws(OAuthError) {
-            try writeTemporary(fd, data, key: key, file: "\(path)/\(temporary)")
-            guard renameat(directoryFD.raw, temporary, directoryFD.raw, "\(key).json") == 0 else {
-                throw Self.failure(key, "cannot replace \"\(file)\"", errno: errno)
-            }
-        } catch {
-            unlinkat(directoryFD.raw, temporary, 0)
-            throw error
-        }
-        try syncDirectory(key: key, after: "saving \"\(file)\"")
-    }
-
-    /// Writes `data` to the new temporary file `fd` (mode exactly 0600), flushes it to disk, and
-    /// closes it, whatever happens.
-    private func writeTemporary(_ fd: consuming FileDescriptor, _ data: Data, key: String, file: String) throws(OAuthError) {
-        // The umask can only narrow the mode given to openat; set exactly 0600 anyway.
-        guard fchmod(fd.raw, 0o600) == 0 else { throw Self.failure(key, "cannot set mode 0600 on \"\(file)\"", errno: errno) }
-        try writeAll(data, to: fd, key: key, file: file)
-        guard Self.retryingInterrupts({ fsync(fd.raw) }) == 0 else {
-            throw Self.failure(key, "cannot flush \"\(file)\" to disk", errno: errno)
-        }
-        do throws(SystemError) {
-            try fd.close()
-        } catch {
-            throw Self.failure(key, "cannot close \"\(file)\"", errno: error.code)
+            throw Self.failure(key, message, errno: error.code)
         }
     }
 
@@ -452,23 +425,6 @@ public final class FileSecretStore: SecretStore {
                 throw Self.failure(key, "refusing \"\(file)\": it is over the \(Self.maximumEntrySize)-byte limit; delete it")
             }
         }
-    }
-
-    private func writeAll(_ data: Data, to fd: borrowing FileDescriptor, key: String, file: String) throws(OAuthError) {
-        let code: Int32 = data.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let written = write(fd.raw, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
-                if written == 0 { return EIO }
-                offset += written
-            }
-            return 0
-        }
-        guard code == 0 else { throw Self.failure(key, "cannot write \"\(file)\"", errno: code) }
     }
 
     /// Makes a rename or unlink durable. File systems that cannot sync directories are tolerated.

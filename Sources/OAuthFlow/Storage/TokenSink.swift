@@ -123,8 +123,21 @@ public struct TokenSink: Sendable, Hashable, CustomStringConvertible {
 
 /// Replaces a file atomically: a temporary file in the same directory (created `O_EXCL`,
 /// `O_NOFOLLOW`, mode 0600 until its owner and mode are set), written, `fsync`ed, renamed over the
-/// file, and the directory `fsync`ed.
+/// file, and the directory `fsync`ed. The token sinks, the agent's metrics file and
+/// ``FileSecretStore/save(_:for:)`` all write through it.
 package enum AtomicFile {
+    /// The step of a replacement that failed, so a caller can say what went wrong.
+    package enum Step: Sendable {
+        case create, chown, chmod, write, flush, close, rename, syncDirectory
+    }
+
+    /// A failed replacement: the step, its `errno`, and the temporary file's name (already removed).
+    package struct Failure: Error {
+        package let step: Step
+        package let code: Int32
+        package let temporary: String
+    }
+
     /// Writes `bytes` to `path` with `mode` (and `owner`/`group` when given).
     /// - Throws: ``SystemError`` with the failing call's `errno`; the temporary file is removed and
     ///   the previous file stays as it was.
@@ -133,11 +146,25 @@ package enum AtomicFile {
         let directoryPath = slash == path.startIndex ? "/" : String(path[..<slash])
         let name = String(path[path.index(after: slash)...])
         let directory = try FileDescriptor(opening: directoryPath, O_RDONLY | O_DIRECTORY)
+        let result = bytes.withUnsafeBytes { buffer in
+            Result { () throws(Failure) in try replace(name, in: directory, with: buffer, mode: mode, owner: owner, group: group) }
+        }
+        if case .failure(let failure) = result { throw SystemError(code: failure.code) }
+    }
+
+    /// Replaces `name` in the open `directory` with `bytes`; the temporary file is
+    /// `.<stem>.<random>.tmp` (`stem` defaults to `name`).
+    /// - Throws: ``Failure``; the temporary file is removed and the previous file stays as it was.
+    ///   A directory that cannot be flushed (`EINVAL`, `ENOTSUP`: not every file system can) is not a failure.
+    package static func replace(
+        _ name: String, in directory: borrowing FileDescriptor, with bytes: UnsafeRawBufferPointer,
+        mode: UInt32, owner: UInt32? = nil, group: UInt32? = nil, stem: String? = nil
+    ) throws(Failure) {
         var temporary = ""
         var created: FileDescriptor?
         var lastError = EEXIST
         for _ in 0..<8 {
-            temporary = ".\(name).\(String(UInt64.random(in: .min ... .max), radix: 16)).tmp"
+            temporary = ".\(stem ?? name).\(String(UInt64.random(in: .min ... .max), radix: 16)).tmp"
             do throws(SystemError) {
                 created = try FileDescriptor(opening: temporary, in: directory, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
                 break
@@ -146,28 +173,29 @@ package enum AtomicFile {
                 if lastError != EEXIST { break }
             }
         }
-        guard let file = created.take() else { throw SystemError(code: lastError) }
-        do throws(SystemError) {
+        guard let file = created.take() else { throw Failure(step: .create, code: lastError, temporary: temporary) }
+        let failed = { (step: Step, code: Int32) in Failure(step: step, code: code, temporary: temporary) }
+        do throws(Failure) {
             if owner != nil || group != nil {
-                guard fchown(file.raw, owner ?? UInt32.max, group ?? UInt32.max) == 0 else { throw SystemError(code: errno) }
+                guard fchown(file.raw, owner ?? UInt32.max, group ?? UInt32.max) == 0 else { throw failed(.chown, errno) }
             }
             // After fchown, which may clear bits; the umask does not apply to fchmod.
-            guard fchmod(file.raw, mode_t(mode)) == 0 else { throw SystemError(code: errno) }
+            guard fchmod(file.raw, mode_t(mode)) == 0 else { throw failed(.chmod, errno) }
             var offset = 0
             while offset < bytes.count {
-                let count = bytes.withUnsafeBytes { Glibc.write(file.raw, $0.baseAddress! + offset, $0.count - offset) }
+                let count = Glibc.write(file.raw, bytes.baseAddress! + offset, bytes.count - offset)
                 if count < 0, errno == EINTR { continue }
-                guard count > 0 else { throw SystemError(code: count < 0 ? errno : EIO) }
+                guard count > 0 else { throw failed(.write, count < 0 ? errno : EIO) }
                 offset += count
             }
-            guard retrying({ fsync(file.raw) }) == 0 else { throw SystemError(code: errno) }
-            try file.close()
-            guard renameat(directory.raw, temporary, directory.raw, name) == 0 else { throw SystemError(code: errno) }
+            guard retrying({ fsync(file.raw) }) == 0 else { throw failed(.flush, errno) }
+            do throws(SystemError) { try file.close() } catch { throw failed(.close, error.code) }
+            guard renameat(directory.raw, temporary, directory.raw, name) == 0 else { throw failed(.rename, errno) }
         } catch {
             unlinkat(directory.raw, temporary, 0)
             throw error
         }
-        if retrying({ fsync(directory.raw) }) != 0, errno != EINVAL, errno != ENOTSUP { throw SystemError(code: errno) }
+        if retrying({ fsync(directory.raw) }) != 0, errno != EINVAL, errno != ENOTSUP { throw failed(.syncDirectory, errno) }
     }
 
     private static func retrying(_ call: () -> Int32) -> Int32 {
