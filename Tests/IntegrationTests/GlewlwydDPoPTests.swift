@@ -143,6 +143,8 @@ extension PushedAuthorizationIntegration {
             let resourceProof = try Self.proof(resource)
             #expect(resourceProof.claims["htm"] as? String == "GET" && resourceProof.claims["htu"] as? String == userinfo.absoluteString)
             #expect(resourceProof.claims["ath"] as? String == (try DPoPProof.ath(set.accessToken)))
+            // glewlwyd's userinfo does not compare the proof's key with the token's cnf.jkt (Testing.md): checked here.
+            #expect(try resourceProof.thumbprint() == pushedThumbprint)
 
             // The same request again with the same proof: glewlwyd has seen its jti.
             let replay = try await CurlTransport(timeout: 30, proxy: .none, caFile: URL(fileURLWithPath: server.pki("ca.crt")))
@@ -228,6 +230,36 @@ extension PushedAuthorizationIntegration {
             #expect(proofs[0].claims["nonce"] == nil && proofs[1].claims["nonce"] as? String == polls[0].response.headers["dpop-nonce"])
             let set = try await flow.tokenSet(for: "glewlwyd")
             #expect(try Self.boundThumbprint(set.accessToken) == proofs[1].thumbprint())
+        }
+
+        @Test("PAR with required nonces: glewlwyd refuses a push without its nonce (invalid_dpop_proof, one request, no loop); once a token request taught the nonce, the push carries it, and the code exchange the nonce rotated in the push's answer")
+        func pushedWithNonces() async throws {
+            let server = try GlewlwydServer.require()
+            let transport = Self.transport(server)
+            let flow = try await AuthFlow(providers: [Self.provider(server, instance: "dpopn", clientID: "nonce-par", pushed: true)],
+                                          transport: transport)
+            let refused = await #expect(throws: OAuthError.self) { _ = try await flow.authorizationRequest(provider: "glewlwyd") }
+            #expect(refused?.response?.code == .invalidDPoPProof)
+            #expect(transport.to("/api/dpopn/par").map(\.response.status) == [403])
+            #expect(transport.to("/api/dpopn/par").first?.response.headers["dpop-nonce"] == nil, "glewlwyd gives no nonce at its PAR endpoint")
+
+            try await flow.clientCredentials(provider: "glewlwyd")
+            let taught = transport.to("/api/dpopn/token")
+            #expect(taught.map(\.response.status) == [400, 200])
+            let nonce = try #require(taught.first?.response.headers["dpop-nonce"])
+
+            let request = try await flow.authorizationRequest(provider: "glewlwyd")
+            let push = try #require(transport.to("/api/dpopn/par").last)
+            #expect(push.response.status == 201)
+            #expect(try Self.proof(push).claims["nonce"] as? String == nonce)
+            let rotated = try #require(push.response.headers["dpop-nonce"], "glewlwyd's second success with the nonce rotates it")
+            #expect(rotated != nonce)
+            let authorization = try await flow.completeAuthorization(callbackURL: try await PushedAuthorizationIntegration.approve(server, request.url))
+            #expect(authorization.grant == .authorizationCode && authorization.isDPoPBound)
+            let exchange = try #require(transport.to("/api/dpopn/token").last)
+            #expect(exchange.response.status == 200)
+            #expect(try Self.proof(exchange).claims["nonce"] as? String == rotated)
+            #expect(try Self.proof(exchange).thumbprint() == Self.proof(push).thumbprint())
         }
 
         @Test("a refresh proved with another key than the one the tokens are bound to: glewlwyd refuses it (invalid_dpop_proof)")

@@ -25,7 +25,8 @@ client_id, across plugin instances):
   ``dpop-secret`` (client_secret_basic) and ``dpop-jwt`` (private_key_jwt with pki/client.key);
 - ``dpopn`` (issuer https://127.0.0.1:PORT/api/dpopn): DPoP nonces required
   (``oauth-dpop-nonce-mandatory``; the nonce changes after every second request that proves one,
-  ``oauth-dpop-nonce-counter`` 1); clients ``nonce-code`` and ``nonce-device``, client_secret_basic.
+  ``oauth-dpop-nonce-counter`` 1); clients ``nonce-code``, ``nonce-device`` and ``nonce-par``,
+  client_secret_basic.
 """
 
 import base64
@@ -144,6 +145,8 @@ clients = [
     {**dpop_types, "client_id": "nonce-code", "name": "DPoP nonces, code", "client_secret": "nonce-code-value-0123456789abcdef",
      "token_endpoint_auth_method": ["client_secret_basic"]},
     {**dpop_types, "client_id": "nonce-device", "name": "DPoP nonces, device", "client_secret": "nonce-device-value-0123456789abcdef",
+     "token_endpoint_auth_method": ["client_secret_basic"]},
+    {**dpop_types, "client_id": "nonce-par", "name": "DPoP nonces, PAR", "client_secret": "nonce-par-value-0123456789abcdef",
      "token_endpoint_auth_method": ["client_secret_basic"]},
 ]
 for client in clients:
