@@ -140,6 +140,41 @@ struct DPoPIntegration {
         #expect(text.contains("invalid_dpop_proof") && text.contains(method == "GET" ? "htm" : "htu"))
     }
 
+    @Test("a request object alone (RFC 9101, no PAR) at idpyoidc's authorization endpoint: the URL repeats response_type and scope (OpenID Connect Core §6.1) and gets a code; client_id and request alone are refused")
+    func requestObjectInURL() async throws {
+        let server = try DPoPServer.require()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dpop-it-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("key.pem").path
+        try ClientAssertionIntegration.openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path])
+        let key = try ClientKey(contentsOfFile: path)
+        try await server.post("/it/client-key", json: try key.publicJWK(keyID: "jar-1"))
+
+        var provider = Provider(
+            id: "idpy-jar", authorizationURL: server.url("/authorization"), tokenURL: server.url("/token"), issuer: server.issuer,
+            clientID: "dpop-client", clientAuthentication: .privateKeyJWT, redirectURI: URL(string: "http://127.0.0.1:9/callback"),
+            scopes: ["read", "offline_access"], clientKey: key, clientKeyID: "jar-1")
+        provider.requestObject = true
+        let flow = try await AuthFlow(providers: [provider])
+        let request = try await flow.authorizationRequest(provider: "idpy-jar")
+        let items = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems ?? []
+        #expect(items.map(\.name) == ["client_id", "response_type", "scope", "request"])
+
+        let answer = try await CurlTransport().send(HTTPRequest(method: "GET", url: request.url))
+        #expect(answer.status == 302)
+        let callback = try #require(answer.headers["location"].flatMap { URLComponents(string: $0) })
+        #expect(callback.queryItems?.first { $0.name == "state" }?.value == request.state.reveal())
+        #expect(callback.queryItems?.contains { $0.name == "code" } == true, "idpyoidc verified the request object and issued a code")
+
+        // The URL as OAuthFlow built it before: idpyoidc checks the query's required parameters first.
+        var bare = try #require(URLComponents(url: request.url, resolvingAgainstBaseURL: false))
+        bare.queryItems = items.filter { $0.name == "client_id" || $0.name == "request" }
+        let refused = try await CurlTransport().send(HTTPRequest(method: "GET", url: try #require(bare.url)))
+        #expect(refused.status == 400)
+        #expect(String(decoding: refused.body, as: UTF8.self).contains("response_type"))
+    }
+
     @Test("the key stays with the tokens: a new flow over the same store refreshes with the same key")
     func keyPersists() async throws {
         let server = try DPoPServer.require()

@@ -104,13 +104,14 @@ struct PushedAuthorizationIntegration {
         #expect(try await flow.tokenSet(for: "glewlwyd").validatedIDToken != nil, "the ID token was validated (nonce, iss, aud, RS256)")
     }
 
-    @Test("A signed request object alone (no PAR): glewlwyd verifies it with the client's key and issues a code")
+    @Test("A signed request object alone (no PAR): glewlwyd verifies it with the client's key and issues a code; response_type and scope repeated in the URL (OpenID Connect Core §6.1) do not disturb it")
     func requestObjectInURL() async throws {
         let server = try GlewlwydServer.require()
         let provider = try provider(server, clientID: "par-jwt", method: .privateKeyJWT, key: "client.key", pushed: false, requestObject: true)
         let flow = try await AuthFlow(providers: [provider], transport: Self.transport(server))
         let request = try await login(flow, server)
-        #expect((URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems ?? []).map(\.name) == ["client_id", "request"])
+        #expect((URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems ?? []).map(\.name)
+                == ["client_id", "response_type", "scope", "request"])
         #expect(await flow.authorization(for: "glewlwyd") != nil)
     }
 

@@ -21,7 +21,8 @@ extension AuthFlow {
         let lifetime = options.pendingAuthorizationLifetime
         let signed = provider.requestObject ? try await RequestObject.make(prepared.query, provider: provider, now: now) : nil
         guard try await pushesAuthorizationRequests(provider) else {
-            let browserQuery = signed.map { [("client_id", provider.clientID), ("request", $0.reveal())] } ?? prepared.query
+            let browserQuery = signed.map { Self.requestObjectQuery(prepared.query, clientID: provider.clientID, requestObject: $0) }
+                ?? prepared.query
             return try AuthorizationCodeGrant.request(prepared, providerID: provider.id, browserQuery: browserQuery, now: now, lifetime: lifetime)
         }
         let url = try await requiredEndpoint(.pushedAuthorization, of: provider)
@@ -37,6 +38,15 @@ extension AuthFlow {
         return try AuthorizationCodeGrant.request(
             prepared, providerID: provider.id, browserQuery: [("client_id", provider.clientID), ("request_uri", answer.requestURI)],
             now: now, lifetime: lifetime, requestURIExpiresAt: now.addingTimeInterval(TimeInterval(answer.expiresIn)))
+    }
+
+    /// The browser's query for a request object sent by value, not pushed: `client_id`, then
+    /// `response_type` and `scope` as the object has them, then `request`. OpenID Connect Core 1.0
+    /// §6.1 requires `response_type`, `client_id` and `scope` outside the object too (an OpenID
+    /// provider such as idpyoidc checks them before it opens the object); RFC 9101 §5 needs only
+    /// `client_id`, lets a client repeat the others, and has its servers read the object alone.
+    static func requestObjectQuery(_ query: [(String, String)], clientID: String, requestObject: Secret) -> [(String, String)] {
+        [("client_id", clientID)] + query.filter { $0.0 == "response_type" || $0.0 == "scope" } + [("request", requestObject.reveal())]
     }
 
     /// True when `provider`'s authorization requests are pushed: the catalog's

@@ -228,7 +228,8 @@ public actor AuthFlow {
     ///     defaults to the provider's ``Provider/resources``.
     ///
     /// With the provider's `requestObject`, the parameters are signed with its client key into a
-    /// request object (RFC 9101) and the URL carries `client_id` and `request`. With
+    /// request object (RFC 9101) and the URL carries `client_id`, `response_type` and `scope` (which
+    /// OpenID Connect Core §6.1 wants outside the object too) and `request`. With
     /// `pushedAuthorization`, or when discovery says `require_pushed_authorization_requests`, they
     /// are first POSTed to the pushed authorization request endpoint with the client's
     /// authentication (RFC 9126) and the URL carries only `client_id` and `request_uri`; the

@@ -192,7 +192,7 @@ enum AuthorizationCodeGrant {
 
     /// The request whose browser URL is the authorization endpoint with `browserQuery` appended:
     /// every parameter for a plain request, `client_id` and `request_uri` for a pushed one,
-    /// `client_id` and `request` for a signed one. `requestURIExpiresAt` (a pushed request's)
+    /// `client_id`, `response_type`, `scope` and `request` for a signed one. `requestURIExpiresAt` (a pushed request's)
     /// bounds ``AuthorizationRequest/expiresAt`` too.
     /// - Throws: ``OAuthError`` `.configuration` when the URL cannot be built.
     static func request(

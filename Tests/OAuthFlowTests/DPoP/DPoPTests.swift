@@ -185,6 +185,38 @@ struct DPoPFlowTests {
         #expect(states.contains { if case .authorized(_, let a) = $0 { return a.isDPoPBound } else { return false } })
     }
 
+    // No Debian or PyPI server offers these two grants with DPoP (Documentation/Testing.md); this
+    // scripted test is their DPoP proof.
+    @Test("token exchange and the JWT-bearer grant prove the key as every grant does: a proof for POST to the token URL, use_dpop_nonce sent once more with the nonce, token_type DPoP kept with the key",
+          arguments: [GrantType.tokenExchange, .jwtBearer])
+    func otherGrants(grant: GrantType) async throws {
+        let files = try KeyFiles()
+        defer { files.remove() }
+        var provider = provider(.required)
+        if grant == .jwtBearer {
+            provider.clientSecret = nil
+            provider.clientAuthentication = .privateKeyJWT
+            provider.clientKey = try ClientKey(contentsOfFile: try files.key(.p256SEC1))
+        }
+        let flow = try await flow(provider)
+        authServer.script("/token", [.oauthError("use_dpop_nonce", headers: ["DPoP-Nonce": "n-1"]), .token("at-1", type: "DPoP")])
+
+        let authorization = grant == .tokenExchange
+            ? try await flow.exchangeToken(provider: "app", subjectToken: Secret("subject-token-1"))
+            : try await flow.jwtBearer(provider: "app")
+
+        #expect(authorization.grant == grant && authorization.isDPoPBound)
+        let sent = authServer.requests("/token")
+        #expect(sent.map { $0.form["grant_type"] } == [grant.rawValue, grant.rawValue])
+        #expect(sent.allSatisfy { $0.headerValues("DPoP").count == 1 })
+        let proofs = try proofs()
+        #expect(proofs.map { $0.claims["nonce"] as? String } == [nil, "n-1"])
+        #expect(proofs.allSatisfy { $0.claims["htm"] as? String == "POST" && $0.claims["htu"] as? String == "https://as.test/token" })
+        #expect(try proofs.allSatisfy { try $0.verifies() })
+        #expect(proofs[0].jti != proofs[1].jti)
+        #expect(try flow.tokens["app"]?.dpopKey?.thumbprint == proofs[1].thumbprint())
+    }
+
     @Test("use_dpop_nonce with a DPoP-Nonce: sent once more with the nonce and a new jti; exactly two requests (RFC 9449 §8)")
     func nonceRetry() async throws {
         let flow = try await flow(provider())

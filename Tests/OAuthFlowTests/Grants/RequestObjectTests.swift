@@ -57,7 +57,7 @@ struct RequestObjectTests {
         #expect((Base64URL.decode(jti)?.count ?? 0) == 16)
     }
 
-    @Test("Alone: the browser URL carries client_id and the signed request object, nothing else (RFC 9101 §5)")
+    @Test("Alone: the browser URL carries client_id, response_type and scope (OpenID Connect Core §6.1) and the signed request object, nothing else")
     func signedInURL() async throws {
         let files = try KeyFiles()
         defer { files.remove() }
@@ -67,9 +67,9 @@ struct RequestObjectTests {
                                       transport: transport, options: options(clock))
         let request = try await flow.authorizationRequest(provider: "jar", parameters: ["max_age": "120"])
         let pairs = queryPairs(request.url)
-        #expect(pairs.map(\.0) == ["client_id", "request"])
-        #expect(pairs[0].1 == "cli-1")
-        try check(pairs[1].1, request: request, files: files, keyPath: keyPath)
+        #expect(pairs.map(\.0) == ["client_id", "response_type", "scope", "request"])
+        #expect(pairs[0].1 == "cli-1" && pairs[1].1 == "code" && pairs[2].1 == "openid", "the values the object has")
+        try check(pairs[3].1, request: request, files: files, keyPath: keyPath)
         #expect(request.maxAge == 120, "max_age still binds the ID token's auth_time")
         #expect(transport.requests().isEmpty)
     }

@@ -17,6 +17,8 @@ the token was bound to, ``iat`` within 60 s, no replayed ``jti``, and resource n
 Test hooks (tests only):
 
 - ``POST /it/nonces`` (JSON ``{"token": bool, "resource": bool}``) turns nonces on or off;
+- ``POST /it/client-key`` (a public JWK) lets idpyoidc verify ``dpop-client``'s request objects
+  (RFC 9101) at its authorization endpoint;
 - ``GET /it/requests`` returns every request to ``/token`` and ``/api``: path, method, the
   ``Authorization`` and ``DPoP`` headers and the form, in order; ``POST /it/reset`` empties it.
 
@@ -200,6 +202,10 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 for kind in ("token", "resource"):
                     nonces[kind] = bool(settings.get(kind, False))
+            return self.answer(200, "{}")
+        if parts.path == "/it/client-key":
+            # Ours: the public JWK that verifies dpop-client's request objects (RFC 9101).
+            server.keyjar.import_jwks({"keys": [json.loads(self.body())]}, CLIENT_ID)
             return self.answer(200, "{}")
         if parts.path == "/it/reset":
             with lock:
