@@ -143,11 +143,10 @@ struct DPoPIntegration {
     @Test("a request object alone (RFC 9101, no PAR) at idpyoidc's authorization endpoint: the URL repeats response_type and scope (OpenID Connect Core §6.1) and gets a code; client_id and request alone are refused")
     func requestObjectInURL() async throws {
         let server = try DPoPServer.require()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dpop-it-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let directory = try ClientAssertionIntegration.privateDirectory("dpop-it")
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("key.pem").path
-        try ClientAssertionIntegration.openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path])
+        try ClientAssertionIntegration.generateP256Key(at: path)
         let key = try ClientKey(contentsOfFile: path)
         try await server.post("/it/client-key", json: try key.publicJWK(keyID: "jar-1"))
 

@@ -285,12 +285,7 @@ extension PushedAuthorizationIntegration {
         /// verification URI with the user code and `g_continue`; glewlwyd answers with its
         /// "deviceComplete" page.
         static func approveDevice(_ server: GlewlwydServer, instance: String, userCode: String) async throws {
-            let browser = CurlTransport(timeout: 30, proxy: .none, caFile: URL(fileURLWithPath: server.pki("ca.crt")))
-            let login = try await browser.send(HTTPRequest(
-                method: "POST", url: URL(string: "\(server.base)/api/auth/")!, headers: [("Content-Type", "application/json")],
-                body: Data(#"{"username":"alice","password":"alice-password"}"#.utf8)))
-            try #require(login.status == 200)
-            let cookie = try #require(login.headers["set-cookie"]?.split(separator: ";").first.map(String.init))
+            let (browser, cookie) = try await server.loggedInBrowser()
             let url = try #require(URL(string: "\(server.base)/api/\(instance)/device?code=\(userCode)&g_continue"))
             let answer = try await browser.send(HTTPRequest(method: "GET", url: url, headers: [("Cookie", cookie)]))
             try #require(answer.status == 302)

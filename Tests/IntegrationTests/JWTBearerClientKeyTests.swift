@@ -16,11 +16,10 @@ struct JWTBearerClientKeyIntegration {
     @Test("accessToken(for:) signs an ES256 assertion with clientKeyFile (iss = sub = client id, aud = token URL, kid) and Authlib issues a token")
     func catalogJWTBearer() async throws {
         let server = try CredentialsServer.require()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("jwtb-it-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let directory = try ClientAssertionIntegration.privateDirectory("jwtb-it")
         defer { try? FileManager.default.removeItem(at: directory) }
         let keyPath = directory.appendingPathComponent("key.pem").path
-        try ClientAssertionIntegration.openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", keyPath])
+        try ClientAssertionIntegration.generateP256Key(at: keyPath)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyPath)
         let id = "jwtb-\(UUID().uuidString.prefix(6))"
         try await server.register(["client_id": id, "method": "private_key_jwt",
@@ -55,13 +54,12 @@ struct JWTBearerClientKeyIntegration {
     @Test("a key the server does not know for that client: Authlib refuses the assertion (invalid_grant or invalid_client), surfaced as .serverRejected")
     func wrongKey() async throws {
         let server = try CredentialsServer.require()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("jwtb-it-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let directory = try ClientAssertionIntegration.privateDirectory("jwtb-it")
         defer { try? FileManager.default.removeItem(at: directory) }
         let registered = directory.appendingPathComponent("registered.pem").path
         let used = directory.appendingPathComponent("key.pem").path
         for path in [registered, used] {
-            try ClientAssertionIntegration.openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path])
+            try ClientAssertionIntegration.generateP256Key(at: path)
             try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
         }
         let id = "jwtb-wrong-\(UUID().uuidString.prefix(6))"

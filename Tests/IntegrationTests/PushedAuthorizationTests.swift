@@ -60,12 +60,7 @@ struct PushedAuthorizationIntegration {
     /// URL is opened with `g_continue` (what login.html appends when it sends the browser back),
     /// and the redirect to the client is returned.
     static func approve(_ server: GlewlwydServer, _ url: URL) async throws -> URL {
-        let browser = CurlTransport(timeout: 30, proxy: .none, caFile: URL(fileURLWithPath: server.pki("ca.crt")))
-        let login = try await browser.send(HTTPRequest(
-            method: "POST", url: URL(string: "\(server.base)/api/auth/")!, headers: [("Content-Type", "application/json")],
-            body: Data(#"{"username":"alice","password":"alice-password"}"#.utf8)))
-        try #require(login.status == 200)
-        let cookie = try #require(login.headers["set-cookie"]?.split(separator: ";").first.map(String.init))
+        let (browser, cookie) = try await server.loggedInBrowser()
         let answer = try await browser.send(HTTPRequest(method: "GET", url: URL(string: url.absoluteString + "&g_continue")!,
                                                         headers: [("Cookie", cookie)]))
         try #require(answer.status == 302, "glewlwyd answered \(answer.status)")
@@ -219,6 +214,17 @@ struct GlewlwydServer: Sendable {
     var base: String { "https://127.0.0.1:\(port)" }
     var issuer: String { "\(base)/api/oidc" }
     func pki(_ name: String) -> String { "\(home)/pki/\(name)" }
+
+    /// A browser logged in as alice through glewlwyd's login API, as its login page does: the
+    /// transport and the session cookie to send with the next request.
+    func loggedInBrowser() async throws -> (browser: CurlTransport, cookie: String) {
+        let browser = CurlTransport(timeout: 30, proxy: .none, caFile: URL(fileURLWithPath: pki("ca.crt")))
+        let login = try await browser.send(HTTPRequest(
+            method: "POST", url: URL(string: "\(base)/api/auth/")!, headers: [("Content-Type", "application/json")],
+            body: Data(#"{"username":"alice","password":"alice-password"}"#.utf8)))
+        try #require(login.status == 200)
+        return (browser, try #require(login.headers["set-cookie"]?.split(separator: ";").first.map(String.init)))
+    }
 
     @TaskLocal static var current: GlewlwydServer?
 

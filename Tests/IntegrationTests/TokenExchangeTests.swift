@@ -72,8 +72,7 @@ struct TokenExchangeIntegration {
     @Test("Catalog grant token-exchange: accessToken(for:) exchanges the subject token file on demand, single-flight, and reads the file again on the next exchange")
     func catalogOnDemand() async throws {
         let server = try ExchangeServer.require()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("exchange-it-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let directory = try ClientAssertionIntegration.privateDirectory("exchange-it")
         defer { try? FileManager.default.removeItem(at: directory) }
         let tokenFile = directory.appendingPathComponent("token")
         let first = try await server.subjectTokens(scope: "openid profile")
