@@ -6,11 +6,14 @@ import Foundation
 import OAuthFlow
 import Synchronization
 
-/// A clock for the demo: time really passes, `factor` times faster than on the wall.
+/// A clock for the demo: demo time passes only while something sleeps on it, and a sleep takes
+/// 1/`factor` of its duration on the wall.
 ///
-/// Sleeping for 5 s takes 5/`factor` s; ``date`` moves at the same pace, so expiry and the
-/// device code's lifetime stay consistent with the sleeps.
-struct ScaledClock: Clock {
+/// Work between sleeps takes no demo time, so what the demo prints (its times, the device code's
+/// remaining lifetime) is the same on a quiet machine and on a busy one, where wall-clock scaling
+/// would let a slow start eat the device code's 900 s (45 s of wall time at 20×). ``date`` follows
+/// demo time, so expiry and the device code's lifetime stay consistent with the sleeps.
+struct DemoClock: Clock {
     struct Instant: InstantProtocol {
         var offset: Duration
         func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
@@ -19,31 +22,40 @@ struct ScaledClock: Clock {
     }
 
     let factor: Int
-    let origin: ContinuousClock.Instant
     let startDate: Date
+    private let current = DemoTime()
 
     init(factor: Int, startDate: Date = Date()) {
         self.factor = factor
-        self.origin = .now
         self.startDate = startDate
     }
 
-    var now: Instant { Instant(offset: (ContinuousClock.now - origin) * factor) }
+    var now: Instant { Instant(offset: current.offset) }
     var minimumResolution: Duration { .milliseconds(1) }
 
+    /// Sleeps 1/`factor` of the time to `deadline`, then moves demo time to it (never back: with
+    /// several sleepers, the latest deadline reached wins). A cancelled sleep moves nothing.
     func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
         let remaining = now.duration(to: deadline)
         if remaining > .zero { try await Task.sleep(for: remaining / factor) }
+        current.advance(to: deadline.offset)
     }
 
-    /// Scaled seconds since the start.
+    /// Demo seconds since the start.
     var elapsed: Double {
-        let offset = now.offset
+        let offset = current.offset
         return Double(offset.components.seconds) + Double(offset.components.attoseconds) / 1e18
     }
 
-    /// The scaled wall clock.
+    /// The demo's wall clock.
     var date: Date { startDate.addingTimeInterval(elapsed) }
+
+    /// Demo time so far, shared by every copy of the clock.
+    private final class DemoTime: Sendable {
+        private let value = Mutex(Duration.zero)
+        var offset: Duration { value.withLock { $0 } }
+        func advance(to offset: Duration) { value.withLock { $0 = max($0, offset) } }
+    }
 }
 
 /// Shows each request's shape and each answer's status and RFC 6749 §5.2 `error` as it happens. Never a body.
@@ -151,7 +163,7 @@ struct Demo {
         let temporary = fileManager.temporaryDirectory
             .appendingPathComponent("authflow-demo-\(UUID().uuidString.prefix(8))", isDirectory: true)
         defer { try? fileManager.removeItem(at: temporary) }
-        let clock = ScaledClock(factor: Self.speedup)
+        let clock = DemoClock(factor: Self.speedup)
 
         // The embedded provider: two in-memory hosts, one per provider, so their scripts stay apart.
         let deviceHost = DemoServer()
@@ -176,7 +188,7 @@ struct Demo {
         out.write("""
             \(style.bold("authflow demo")): the main job, end to end, offline.
             The provider is a scripted authorization server inside this process: no network, no real account.
-            Time runs \(Self.speedup)× faster in the demo (a 5 s poll interval takes 0.25 s); times below are demo time.
+            Demo time passes only while the flow waits, \(Self.speedup)× faster (a 5 s poll interval takes 0.25 s); times below are demo time.
             Tokens are stored in a temporary store, \(temporary.path), removed at the end. No token is printed.
 
 

@@ -150,7 +150,7 @@ extension Authflow {
             Run the whole job offline against an embedded mock provider: a device login (pending,
             slow_down, then approval), a refresh, and a client-credentials grant, printing each state
             transition as it happens; then the status of the temporary store, which is removed at the
-            end. Time runs 20× faster in the demo. No token is printed.
+            end. Demo time passes only while the flow waits, 20× faster. No token is printed.
             """),
         CommandSpec(
             "agent",

@@ -493,7 +493,16 @@ struct RunTests {
         for state in ["empty", "requestingDeviceCode", "receivedDeviceCode", "requestingAccessToken", "authorized"] {
             #expect(text.contains(state), "missing \(state)")
         }
-        #expect(text.contains("time below") || text.contains("20× faster"))
+        #expect(text.contains("20× faster"))
+        // Demo time moves only by the flow's waits (5 s, 5 s, then 10 s after slow_down), never by
+        // how long the work between them took: the same stamps on a quiet machine and a busy one.
+        let stamped = text.split(separator: "\n").filter { $0.hasPrefix("[") }.map { String($0.prefix(9)) + " " + $0.dropFirst(9).split(separator: " ").prefix(2).joined(separator: " ") }
+        #expect(Array(stamped.prefix(12)) == [
+            "[   0.0s] empty nothing", "[   0.0s] requestingDeviceCode demo-device", "[   0.0s] → POST", "[   0.0s] ← 200",
+            "[   0.0s] receivedDeviceCode demo-device:", "[   5.0s] → POST", "[   5.0s] ← 400", "[  10.0s] → POST", "[  10.0s] ← 400",
+            "[  10.0s] receivedDeviceCode demo-device:", "[  20.0s] → POST", "[  20.0s] ← 400",
+        ])
+        #expect(text.contains("[  30.0s] authorized             demo-device"))
         #expect(text.contains("authorization_pending"))
         #expect(text.contains("slow_down"))
         for secret in ["mock_at_", "mock_rt_", "mock_dc_", "demo-secret-"] { #expect(!text.contains(secret)) }
