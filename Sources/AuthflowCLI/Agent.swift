@@ -40,7 +40,8 @@ final class AgentService: Sendable {
         self.context = context
         self.options = options
         self.started = context.services.now()
-        store = try context.store(encryption: try Self.credentialEncryption(context))
+        // A database store listens (LISTEN): a logout on another machine drops the token here at once.
+        store = try context.store(encryption: try Self.credentialEncryption(context), listening: true)
         var sinks: [TokenSink] = []
         for sink in options.sinks {
             let owner = try sink.owner.map { name throws(CLIError) -> UInt32 in
