@@ -192,6 +192,7 @@ final class AgentService: Sendable {
             return
         }
         cancelReauthorizations()
+        answers.withLock { $0 = [:] }
         let previous = runtime.withLock { runtime in
             defer { runtime = next }
             return runtime
@@ -307,13 +308,17 @@ final class AgentService: Sendable {
             }
             // The flow's fresh token in memory (what tokenSet(for:) answers without waiting), read
             // without a hop onto its actor; a token that is missing or due is fetched in a task.
-            guard let set = runtime.flow.cachedTokenSet(for: id) else { return .fetch(runtime.flow, id) }
+            guard let set = runtime.flow.cachedTokenSet(for: id) else {
+                answers.withLock { _ = $0.removeValue(forKey: id) }   // the flow let it go (due, or logged out): so does this
+                return .fetch(runtime.flow, id)
+            }
             return .line(tokenAnswer(set))
         }
     }
 
     /// The answer line of the last token set answered, per provider: the same set gets the same
-    /// bytes, so a cached token costs no encoding. Holds tokens, like the flow's own cache.
+    /// bytes, so a cached token costs no encoding. Holds tokens, like the flow's own cache, and lets
+    /// a provider's go when the flow no longer holds a fresh one (and all on reload).
     private let answers = Mutex<[String: (set: TokenSet, line: [UInt8])]>([:])
 
     /// The answer line for `set` (a failure for a token no header can carry).
