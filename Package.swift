@@ -41,8 +41,11 @@ let package = Package(
             providers: [.apt(["libpq-dev"])]
         ),
         .target(name: "OAuthFlowPostgres", dependencies: ["OAuthFlow", "CLibPQ"], swiftSettings: strictSettings),
+        // Headers only (libc): epoll, accept4 and malloc_trim for the agent's socket server, which
+        // Swift's Glibc module does not show (see shim.h).
+        .systemLibrary(name: "CAgentIO"),
         // Not OAuthFlowTesting: that links FoundationNetworking, which `authflow token` must not load.
-        .target(name: "AuthflowCLI", dependencies: ["OAuthFlow", "OAuthFlowPostgres"], swiftSettings: strictSettings),
+        .target(name: "AuthflowCLI", dependencies: ["OAuthFlow", "OAuthFlowPostgres", "CAgentIO"], swiftSettings: strictSettings),
         .executableTarget(
             name: "authflow",
             dependencies: ["AuthflowCLI"],

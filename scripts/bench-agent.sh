@@ -6,6 +6,9 @@
 #      start-up cost) and socat; target: the agent path at most 0.5x Go's M5;
 #   2. 1,000 concurrent socket requests (scripts/agent-bench/agent-load.c), BENCH_AGENT_REPEAT times;
 #      target: p99 at most 5 ms, 0 errors; also the agent's CPU time per request (/proc/PID/stat);
+#      then the same load against scripts/agent-bench/floor-server.c, pinned as the agent is: the
+#      least a server of the protocol does per connection (accept, SO_PEERCRED, read, answer,
+#      close), so the floor of this machine and this load generator;
 #   3. the agent's resident set (VmRSS in /proc/PID/status) idle with 10 providers, after start and
 #      again after the runs above; target: at most 20 MiB.
 # Each of 1 and 2 runs pinned (the agent on CPU 0, the clients on CPU 1, as the harness pins nginx and
@@ -42,9 +45,10 @@ for tool in gcc hyperfine socat taskset python3; do command -v "$tool" >/dev/nul
 
 WORK="$(mktemp -d "$TMP/oauthflow-bench-agent.XXXXXX")"
 RESULTS="$WORK/results.txt"
-AGENT="" SERVER=""
+AGENT="" SERVER="" FLOOR=""
 cleanup() {
   [[ -n "$AGENT" ]] && kill -TERM "$AGENT" 2>/dev/null && wait "$AGENT" 2>/dev/null || true
+  [[ -n "$FLOOR" ]] && kill -TERM "$FLOOR" 2>/dev/null && wait "$FLOOR" 2>/dev/null || true
   [[ -n "$SERVER" ]] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null || true
 }
 trap cleanup EXIT
@@ -52,6 +56,7 @@ result() { printf 'RESULT %s %s %s\n' "$1" "$2" "$3" | tee -a "$RESULTS"; }
 
 gcc -O2 -o "$WORK/agent-client" "$REPO/scripts/agent-bench/agent-client.c"
 gcc -O2 -pthread -o "$WORK/agent-load" "$REPO/scripts/agent-bench/agent-load.c"
+gcc -O2 -o "$WORK/floor-server" "$REPO/scripts/agent-bench/floor-server.c"
 
 # The token endpoint and the catalog of 10 client-credentials providers.
 TOKEN="bench-agent-access-token-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
@@ -84,6 +89,10 @@ for _ in $(seq 1 200); do
   sleep 0.1
 done
 [[ $ready == 1 ]] || { say "the agent did not serve all 10 providers in 20 s"; cat "$WORK/agent.log" >&2; exit 1; }
+# The floor server, on its own socket.
+"$WORK/floor-server" "$WORK/floor.sock" "$TOKEN" &
+FLOOR=$!
+for _ in $(seq 1 100); do "$WORK/agent-client" "$WORK/floor.sock" p1 >/dev/null 2>&1 && break; sleep 0.1; done
 sleep 2   # let start-up work settle before the idle reading
 agent_cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$AGENT/stat"; }
 rss() { awk -v key="$1:" '$1 == key { print $2 }' "/proc/$AGENT/status"; }
@@ -102,7 +111,11 @@ export BENCH_TOKEN_FILE="$WORK/go-token.json"
 
 for round in $(seq 1 "$ROUNDS"); do
   for kind in pinned unpinned; do
-    if [[ $kind == pinned ]]; then taskset -a -cp 0 "$AGENT" >/dev/null; pin=(taskset -c 1); else taskset -a -cp 0-"$(( $(nproc) - 1 ))" "$AGENT" >/dev/null; pin=(); fi
+    if [[ $kind == pinned ]]; then
+      taskset -a -cp 0 "$AGENT" >/dev/null; taskset -a -cp 0 "$FLOOR" >/dev/null; pin=(taskset -c 1)
+    else
+      taskset -a -cp 0-"$(( $(nproc) - 1 ))" "$AGENT" >/dev/null; taskset -a -cp 0-"$(( $(nproc) - 1 ))" "$FLOOR" >/dev/null; pin=()
+    fi
     say "round $round, $kind: hyperfine ($RUNS runs of each)"
     "${pin[@]}" hyperfine -N --style none --warmup 5 --runs "$RUNS" --output null --export-json "$WORK/m5-$round-$kind.json" \
       -n agent-c "$WORK/agent-client $SOCK p1" \
@@ -126,6 +139,11 @@ PY
     # The agent's own CPU time (user + system, every thread) per request of the load above.
     result "agent-r$round-$kind" load_agent_cpu_us_per_request \
       "$(( ($(agent_cpu_ticks) - cpu_before) * 1000000 / $(getconf CLK_TCK) / (1000 * REPEAT) ))"
+    say "round $round, $kind: 1,000 concurrent requests x $REPEAT to the floor server"
+    floor_before=$(awk '{ print $14 + $15 }' "/proc/$FLOOR/stat")
+    "${pin[@]}" "$WORK/agent-load" "$WORK/floor.sock" p1 1000 "$REPEAT" "floor-r$round-$kind" | tee -a "$RESULTS"
+    result "floor-r$round-$kind" load_server_cpu_us_per_request \
+      "$(( ($(awk '{ print $14 + $15 }' "/proc/$FLOOR/stat") - floor_before) * 1000000 / $(getconf CLK_TCK) / (1000 * REPEAT) ))"
   done
 done
 sleep 2

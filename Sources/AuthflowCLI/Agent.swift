@@ -40,7 +40,8 @@ final class AgentService: Sendable {
         self.context = context
         self.options = options
         self.started = context.services.now()
-        store = try context.store(encryption: try Self.credentialEncryption(context))
+        // A database store listens (LISTEN): a logout on another machine drops the token here at once.
+        store = try context.store(encryption: try Self.credentialEncryption(context), listening: true)
         var sinks: [TokenSink] = []
         for sink in options.sinks {
             let owner = try sink.owner.map { name throws(CLIError) -> UInt32 in
@@ -99,8 +100,14 @@ final class AgentService: Sendable {
         do {
             server = try AgentServer(
                 listener: listener, limits: AgentServer.Limits(clientTimeout: .seconds(options.clientTimeout)),
-                log: { [weak self] in self?.log($0) }, handler: { [weak self] line, peer in
-                    await self?.answer(line, peer) ?? AgentProtocol.failure("unavailable", "the agent is stopping", recovery: "retry_later")
+                log: { [weak self] in self?.log($0) },
+                responder: { [weak self] line, peer in
+                    // nil from immediateAnswer means "fetch it": only a missing agent is "stopping".
+                    guard let self else { return Array(AgentProtocol.failure("unavailable", "the agent is stopping", recovery: "retry_later").utf8) }
+                    return self.immediateAnswer(line, peer)
+                },
+                handler: { [weak self] line, peer in
+                    await self?.answer(line, peer) ?? Array(AgentProtocol.failure("unavailable", "the agent is stopping", recovery: "retry_later").utf8)
                 })
         } catch {
             throw .data("cannot start the socket server: \(String(cString: strerror(error.code)))")
@@ -185,6 +192,7 @@ final class AgentService: Sendable {
             return
         }
         cancelReauthorizations()
+        answers.withLock { $0 = [:] }
         let previous = runtime.withLock { runtime in
             defer { runtime = next }
             return runtime
@@ -237,46 +245,98 @@ final class AgentService: Sendable {
         }
     }
 
-    /// The answer line for one request.
-    func answer(_ line: [UInt8], _ peer: Peer) async -> String {
+    /// What a request gets: its answer line now, or a token the flow must fetch first.
+    private enum Reply {
+        case line([UInt8])
+        case fetch(AuthFlow, String)
+    }
+
+    /// The answer line for one request, on the socket loop's thread, without waiting: nil when the
+    /// token must be fetched (not in the flow's memory, or due for renewal), for ``answer(_:_:)``.
+    func immediateAnswer(_ line: [UInt8], _ peer: Peer) -> [UInt8]? {
+        switch reply(line, peer) {
+        case .line(let bytes): return bytes
+        case .fetch: return nil
+        }
+    }
+
+    /// The answer line for one request, fetching the token when it must.
+    func answer(_ line: [UInt8], _ peer: Peer) async -> [UInt8] {
+        switch reply(line, peer) {
+        case .line(let bytes):
+            return bytes
+        case .fetch(let flow, let id):
+            do {
+                return tokenAnswer(try await flow.tokenSet(for: id))
+            } catch {
+                return Array(AgentProtocol.Failure(error).line.utf8)
+            }
+        }
+    }
+
+    private func reply(_ line: [UInt8], _ peer: Peer) -> Reply {
+        func failure(_ code: String, _ message: String, recovery: String) -> Reply {
+            .line(Array(AgentProtocol.failure(code, message, recovery: recovery).utf8))
+        }
         guard let runtime = runtime.withLock({ $0 }) else {
-            return AgentProtocol.failure("unavailable", "the agent is starting", recovery: "retry_later")
+            return failure("unavailable", "the agent is starting", recovery: "retry_later")
         }
         let request: AgentProtocol.Request
         switch AgentProtocol.parse(line) {
-        case .failure(let failure): return failure.line
+        case .failure(let failure): return .line(Array(failure.line.utf8))
         case .success(let parsed): request = parsed
         }
         switch request {
         case .metrics:
             guard runtime.access.isOwner(peer) else {
                 log("refused \(peer): the metrics are served to uid \(runtime.access.agentUID) only")
-                return AgentProtocol.failure("access_denied", "the metrics are served to the agent's own user only", recovery: "none")
+                return failure("access_denied", "the metrics are served to the agent's own user only", recovery: "none")
             }
-            return AgentProtocol.metrics(AgentMetrics.render(runtime.scheduler.statuses, now: context.services.now(), started: started))
+            return .line(Array(AgentProtocol.metrics(AgentMetrics.render(runtime.scheduler.statuses, now: context.services.now(), started: started)).utf8))
         case .token(let id):
             // An unknown provider and a refused one look the same to a peer that may not ask.
             guard runtime.flow.providers[id] != nil || runtime.access.isOwner(peer) else {
                 log("refused \(peer) for \"\(id)\": no such provider")
-                return AgentProtocol.failure("access_denied", "uid \(peer.uid) may not have the token of \"\(id)\"", recovery: "none")
+                return failure("access_denied", "uid \(peer.uid) may not have the token of \"\(id)\"", recovery: "none")
             }
             guard runtime.flow.providers[id] != nil else {
-                return AgentProtocol.failure("unknown_provider", "no provider \"\(id)\" is configured in this agent", recovery: "fix_configuration")
+                return failure("unknown_provider", "no provider \"\(id)\" is configured in this agent", recovery: "fix_configuration")
             }
             guard runtime.access.allows(peer, id) else {
                 log("refused \(peer) for \"\(id)\": not in its agentAllow list")
-                return AgentProtocol.failure("access_denied", "uid \(peer.uid) may not have the token of \"\(id)\"; the agent's catalog must list it in agentAllow", recovery: "none")
+                return failure("access_denied", "uid \(peer.uid) may not have the token of \"\(id)\"; the agent's catalog must list it in agentAllow", recovery: "none")
             }
-            do {
-                let set = try await runtime.flow.tokenSet(for: id)
-                guard Context.isHeaderSafe(set.accessToken) else {
-                    return AgentProtocol.failure("storage", "the access token holds characters a token cannot have", recovery: "reauthorize")
-                }
-                return AgentProtocol.token(set)
-            } catch {
-                return AgentProtocol.Failure(error).line
+            // The flow's fresh token in memory (what tokenSet(for:) answers without waiting), read
+            // without a hop onto its actor; a token that is missing or due is fetched in a task.
+            guard let set = runtime.flow.cachedTokenSet(for: id) else {
+                answers.withLock { _ = $0.removeValue(forKey: id) }   // the flow let it go (due, or logged out): so does this
+                return .fetch(runtime.flow, id)
             }
+            return .line(tokenAnswer(set))
         }
+    }
+
+    /// The answer line of the last token set answered, per provider: the same set gets the same
+    /// bytes, so a cached token costs no encoding. Holds tokens, like the flow's own cache, and lets
+    /// a provider's go when the flow no longer holds a fresh one (and all on reload).
+    private let answers = Mutex<[String: (set: TokenSet, line: [UInt8])]>([:])
+
+    /// The answer line for `set` (a failure for a token no header can carry).
+    private func tokenAnswer(_ set: TokenSet) -> [UInt8] {
+        if let last = answers.withLock({ $0[set.providerID] }), Self.sameAnswer(last.set, set) { return last.line }
+        let line: [UInt8]
+        if Context.isHeaderSafe(set.accessToken) {
+            line = Array(AgentProtocol.token(set).utf8)
+        } else {
+            line = Array(AgentProtocol.failure("storage", "the access token holds characters a token cannot have", recovery: "reauthorize").utf8)
+        }
+        answers.withLock { $0[set.providerID] = (set, line) }
+        return line
+    }
+
+    /// True when `a` and `b` give the same answer line (what ``AgentProtocol/token(_:)`` writes).
+    private static func sameAnswer(_ a: TokenSet, _ b: TokenSet) -> Bool {
+        a.expiresAt == b.expiresAt && a.tokenType == b.tokenType && a.scopes == b.scopes && a.accessToken.constantTimeEquals(b.accessToken)
     }
 
     // MARK: Events

@@ -11,7 +11,8 @@ import OAuthFlow
 /// The agent's own uid may ask for every provider. A provider's `"agentAllow"` catalog entry opens
 /// it to more peers: `"uid:1001"` or `"uid:alice"` (a user), `"group:billing"` or `"gid:1200"` (a
 /// group: its members as `/etc/group` (or NSS) lists them, and every process whose effective gid
-/// is that group). Names are resolved when the catalog is loaded (at start and on SIGHUP), so no
+/// or one of whose supplementary groups (`SO_PEERGROUPS`) is that group). Names are resolved when
+/// the catalog is loaded (at start and on SIGHUP), so no
 /// name-service lookup runs while a client waits. Peers are identified by `SO_PEERCRED`.
 struct AgentAccess: Sendable, Equatable {
     /// The uid the agent runs as.
@@ -23,9 +24,12 @@ struct AgentAccess: Sendable, Equatable {
     /// True when an entry names a user (so the socket must be open to every uid).
     var namesUsers = false
 
-    /// Whether `peer` may have `provider`'s token.
+    /// Whether `peer` may have `provider`'s token: the agent's uid, an allowed uid, or an allowed
+    /// group as the peer's effective gid or among its supplementary groups.
     func allows(_ peer: Peer, _ provider: String) -> Bool {
-        peer.uid == agentUID || uids[provider]?.contains(peer.uid) == true || gids[provider]?.contains(peer.gid) == true
+        if peer.uid == agentUID || uids[provider]?.contains(peer.uid) == true { return true }
+        guard let allowed = gids[provider] else { return false }
+        return allowed.contains(peer.gid) || peer.groups.contains(where: allowed.contains)
     }
 
     /// Whether `peer` may ask anything at all (the metrics are the agent's uid's only).

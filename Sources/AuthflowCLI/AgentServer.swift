@@ -1,15 +1,22 @@
+import CAgentIO
 import Glibc
 import OAuthFlow
 import Synchronization
 
-/// The agent's socket server: one thread of its own runs one `poll` loop over the listening
+/// The agent's socket server: one thread of its own runs one `epoll` loop over the listening
 /// socket and every connection, so no thread of the concurrency runtime ever blocks on a client.
 ///
 /// A connection is read until its first newline (at most ``Limits/lineLimit`` bytes), answered
-/// with one line, and closed. Reading the request and writing the answer each have
-/// ``Limits/clientTimeout``: a client that says nothing, sends too much, or never reads is
-/// dropped when it runs out, and none of them delays another. The answer is computed by
-/// ``handler`` in a task; the loop hears it is ready through a pipe.
+/// with one line, and closed. Most requests are answered on the loop's thread as soon as they are
+/// accepted: the line is usually there already, ``Responder`` answers it from memory (a cached
+/// token, an error), and the answer fits the socket's buffer, so such a connection is accepted,
+/// read, answered and closed in one go, never registered with `epoll` and never allocated for.
+/// Only a request that must wait (a token to fetch) goes to ``Handler`` in a task; the loop hears
+/// its answer is ready through an eventfd.
+///
+/// Reading the request and writing the answer each have ``Limits/clientTimeout``: a client that
+/// says nothing, sends too much, or never reads is dropped when it runs out, and none of them
+/// delays another.
 final class AgentServer: Sendable {
     /// What one client may take.
     struct Limits: Sendable {
@@ -17,71 +24,84 @@ final class AgentServer: Sendable {
         var lineLimit = 64 * 1024
         /// How long a client may take to send its line, and to read the answer.
         var clientTimeout: Duration = .seconds(5)
-        /// Connections served at once; more are closed as soon as they are accepted.
+        /// Connections served at once; while that many wait, no more are accepted (the kernel's
+        /// backlog holds them).
         var maximumConnections = 1024
     }
 
-    /// Computes the answer line (with its newline) for one request line (without it).
-    typealias Handler = @Sendable (_ line: [UInt8], _ peer: Peer) async -> String
+    /// Answers one request line (without its newline) on the loop's thread, without waiting: the
+    /// answer line (with its newline), or nil when it needs ``Handler``.
+    typealias Responder = @Sendable (_ line: [UInt8], _ peer: Peer) -> [UInt8]?
+    /// Computes the answer line (with its newline) of a request ``Responder`` could not answer.
+    typealias Handler = @Sendable (_ line: [UInt8], _ peer: Peer) async -> [UInt8]
+
+    /// An answer computed by a task, for the connection `fd` numbered `serial`.
+    private struct Ready: Sendable {
+        var fd: Int32
+        var serial: UInt32
+        var answer: [UInt8]
+    }
 
     private let listener: SharedFileDescriptor
-    private let wakeRead: SharedFileDescriptor
-    private let wakeWrite: SharedFileDescriptor
+    private let poller: SharedFileDescriptor
+    private let wakeup: SharedFileDescriptor
     private let limits: Limits
+    private let responder: Responder
     private let handler: Handler
     private let log: @Sendable (String) -> Void
-    private let outbox = Mutex<[(id: UInt64, answer: [UInt8])]>([])
-    private let stopping = Mutex(false)
-    private let stopped = Mutex(false)
+    private let outbox = Mutex<[Ready]>([])
+    private let stopping = Atomic<Bool>(false)
+    private let stopped = Atomic<Bool>(false)
 
     /// Serves `listener` (a listening, non-blocking stream socket) once ``start()`` is called.
-    init(listener: SharedFileDescriptor, limits: Limits, log: @escaping @Sendable (String) -> Void, handler: @escaping Handler) throws(SystemError) {
+    /// - Throws: ``SystemError`` when the epoll set or the eventfd cannot be made.
+    init(listener: SharedFileDescriptor, limits: Limits, log: @escaping @Sendable (String) -> Void,
+         responder: @escaping Responder, handler: @escaping Handler) throws(SystemError) {
         self.listener = listener
-        var ends: [Int32] = [-1, -1]
-        guard Glibc.pipe(&ends) == 0 else { throw SystemError(code: errno) }
-        wakeRead = SharedFileDescriptor(try FileDescriptor(returnedBy: ends[0]))
-        wakeWrite = SharedFileDescriptor(try FileDescriptor(returnedBy: ends[1]))
-        for end in ends {
-            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+        poller = SharedFileDescriptor(try FileDescriptor(returnedBy: c_authflow_agent_epoll_create()))
+        wakeup = SharedFileDescriptor(try FileDescriptor(returnedBy: c_authflow_agent_eventfd()))
+        guard c_authflow_agent_epoll_ctl(poller.raw, Loop.add, wakeup.raw, c_authflow_agent_epollin, Loop.wakeupTag) == 0 else {
+            throw SystemError(code: errno)
         }
         self.limits = limits
         self.log = log
+        self.responder = responder
         self.handler = handler
     }
 
     /// Starts the loop's thread; false when the system could not make one.
     func start() -> Bool {
         DetachedThread.start(name: "authflow-agent") { [self] in
-            loop()
-            stopped.withLock { $0 = true }
+            Loop(self).run()
+            stopped.store(true, ordering: .releasing)
         }
     }
 
     /// Stops accepting and closes every connection (answers not yet written are dropped).
     func stop() {
-        stopping.withLock { $0 = true }
+        stopping.store(true, ordering: .releasing)
         poke()
     }
 
     /// Waits (up to `timeout`) until the loop has closed its connections.
     func waitUntilStopped(timeout: Duration) async {
         let deadline = ContinuousClock.now + timeout
-        while !stopped.withLock({ $0 }), ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+        while !stopped.load(ordering: .acquiring), ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
     }
 
     private func poke() {
-        var byte: UInt8 = 1
-        _ = write(wakeWrite.raw, &byte, 1)   // a full pipe already wakes the loop
+        var one: UInt64 = 1
+        _ = write(wakeup.raw, &one, 8)   // a counter that cannot take more is already readable
     }
 
     // MARK: The loop
 
     private enum Phase { case reading, waiting, writing }
 
-    /// One client; lives on the loop's thread only.
+    /// One client the loop could not finish at once; lives on the loop's thread only.
     private final class Connection {
         let fd: FileDescriptor
+        let serial: UInt32
         let peer: Peer
         var phase = Phase.reading
         var input: [UInt8] = []
@@ -89,150 +109,330 @@ final class AgentServer: Sendable {
         var sent = 0
         var deadline: ContinuousClock.Instant
 
-        init(fd: consuming FileDescriptor, peer: Peer, deadline: ContinuousClock.Instant) {
+        init(fd: consuming FileDescriptor, serial: UInt32, peer: Peer, deadline: ContinuousClock.Instant) {
             self.fd = fd
+            self.serial = serial
             self.peer = peer
             self.deadline = deadline
         }
+
+        /// What `epoll` carries for it: the serial above the descriptor, so an event or an answer
+        /// meant for a closed connection is never applied to a new one that got the same number.
+        var tag: UInt64 { UInt64(serial) << 32 | UInt64(UInt32(bitPattern: fd.raw)) }
     }
 
-    private func loop() {
-        var connections: [UInt64: Connection] = [:]
-        var nextID: UInt64 = 0
-        var acceptPausedUntil: ContinuousClock.Instant?
-        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+    /// The loop's state, on its thread only.
+    private final class Loop {
+        static let add: Int32 = 0
+        static let modify: Int32 = 1
+        static let delete: Int32 = 2
+        /// Tags of the two descriptors that are not connections (no descriptor is 2^32 - 1 or - 2).
+        static let listenerTag = UInt64(UInt32.max)
+        static let wakeupTag = UInt64(UInt32.max - 1)
+        /// Connections accepted per readiness of the listener before the others get a turn.
+        static let acceptBatch = 256
+        static let acceptFlags = Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+        /// After at least this many requests, the loop returns freed memory to the system once it
+        /// has been idle for ``trimDelay`` (see ``trim()``).
+        static let trimAfter = 256
+        static let trimDelay: Duration = .seconds(1)
 
-        func answer(_ connection: Connection, with text: String, now: ContinuousClock.Instant) {
-            connection.phase = .writing
-            connection.input = []
-            connection.output = Array(text.utf8)
-            connection.sent = 0
-            connection.deadline = now + limits.clientTimeout
+        let server: AgentServer
+        let limits: Limits
+        /// Connections by descriptor number.
+        var connections: [Connection?] = []
+        var live = 0
+        var nextSerial: UInt32 = 0
+        /// Reused for every read: a request that arrives whole is never copied but for its line.
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        var listening = false
+        var acceptPausedUntil: ContinuousClock.Instant?
+        /// The earliest deadline of a connection (or earlier, when that one has closed since).
+        var nextSweep: ContinuousClock.Instant?
+        var servedSinceTrim = 0
+
+        init(_ server: AgentServer) {
+            self.server = server
+            self.limits = server.limits
         }
 
-        /// Writes what the socket takes; true when the connection is done (all written, or failed).
-        func flush(_ connection: Connection) -> Bool {
-            while connection.sent < connection.output.count {
-                let count = connection.output.withUnsafeBytes {
-                    send(connection.fd.raw, $0.baseAddress! + connection.sent, $0.count - connection.sent, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+        func run() {
+            updateListening(now: .now)
+            var events = [c_authflow_agent_event](repeating: c_authflow_agent_event(), count: 128)
+            while !server.stopping.load(ordering: .acquiring) {
+                let before = ContinuousClock.now
+                let idleTrim = live == 0 && servedSinceTrim >= Self.trimAfter
+                var wake = [nextSweep, acceptPausedUntil].compactMap { $0 }.min()
+                if idleTrim { wake = min(wake ?? before + Self.trimDelay, before + Self.trimDelay) }
+                let timeout = wake.map { Self.milliseconds(until: $0, from: before) } ?? -1
+                let count = events.withUnsafeMutableBufferPointer {
+                    c_authflow_agent_epoll_wait(server.poller.raw, $0.baseAddress, Int32($0.count), timeout)
                 }
-                if count < 0, errno == EINTR { continue }
-                if count < 0, errno == EAGAIN || errno == EWOULDBLOCK { return false }
-                guard count > 0 else { return true }
-                connection.sent += count
+                if count < 0, errno != EINTR { server.log("epoll_wait failed (errno \(errno)); the socket keeps being served") }
+                let now = ContinuousClock.now
+                for index in 0..<Int(max(count, 0)) {
+                    let event = events[index]
+                    switch event.data {
+                    case Self.listenerTag: acceptBatch(now: now)
+                    case Self.wakeupTag: deliver(now: now)
+                    default: ready(event, now: now)
+                    }
+                }
+                if let paused = acceptPausedUntil, paused <= now {
+                    acceptPausedUntil = nil
+                    updateListening(now: now)
+                }
+                if let sweep = nextSweep, sweep <= now { self.sweep(now: now) }
+                if count == 0, idleTrim, live == 0 { trim() }
             }
+            connections.removeAll()
+        }
+
+        static func milliseconds(until deadline: ContinuousClock.Instant, from now: ContinuousClock.Instant) -> Int32 {
+            let left = max(deadline - now, .zero)
+            return Int32(min(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1, 60_000))
+        }
+
+        /// Returns the memory freed after a burst to the system: glibc keeps freed pages of its
+        /// arenas (one per thread that allocated) for reuse, so without this the agent's resident
+        /// set would stay at its peak after every burst of requests.
+        func trim() {
+            servedSinceTrim = 0
+            _ = c_authflow_agent_malloc_trim()
+        }
+
+        /// Puts the listening socket in the epoll set while connections may be accepted, and takes
+        /// it out while the table is full or accepting is paused (out of descriptors).
+        func updateListening(now: ContinuousClock.Instant) {
+            let wanted = live < limits.maximumConnections && acceptPausedUntil == nil
+            guard wanted != listening else { return }
+            if c_authflow_agent_epoll_ctl(server.poller.raw, wanted ? Self.add : Self.delete, server.listener.raw,
+                                          c_authflow_agent_epollin, Self.listenerTag) == 0 {
+                listening = wanted
+            } else if wanted {
+                server.log("cannot watch the listening socket (errno \(errno)); trying again in 100 ms")
+                acceptPausedUntil = now + .milliseconds(100)
+            }
+        }
+
+        // MARK: Accepting
+
+        func acceptBatch(now: ContinuousClock.Instant) {
+            for _ in 0..<Self.acceptBatch {
+                guard live < limits.maximumConnections else { break }
+                let raw = c_authflow_agent_accept(server.listener.raw, Self.acceptFlags)
+                if raw < 0 {
+                    let code = errno
+                    if code == EINTR || code == ECONNABORTED { continue }
+                    if code == EMFILE || code == ENFILE || code == ENOBUFS || code == ENOMEM {
+                        server.log("cannot accept a connection (errno \(code)): out of descriptors or memory; pausing 100 ms")
+                        acceptPausedUntil = now + .milliseconds(100)
+                    }
+                    break
+                }
+                guard let fd = try? FileDescriptor(returnedBy: raw) else { break }
+                guard let peer = Peer.of(raw) else { continue }   // closed here
+                servedSinceTrim += 1
+                serve(fd, peer, now: now)
+            }
+            updateListening(now: now)
+        }
+
+        /// A new connection: answered and closed at once when its line is there and the answer is
+        /// ready; otherwise kept in the table until it is.
+        func serve(_ fd: consuming FileDescriptor, _ peer: Peer, now: ContinuousClock.Instant) {
+            let raw = fd.raw
+            var count = 0
+            repeat {
+                count = chunk.withUnsafeMutableBytes { recv(raw, $0.baseAddress!, $0.count, Int32(MSG_DONTWAIT)) }
+            } while count < 0 && errno == EINTR
+            if count < 0, errno == EAGAIN || errno == EWOULDBLOCK {
+                adopt(Connection(fd: fd, serial: serial(), peer: peer, deadline: now + limits.clientTimeout), events: c_authflow_agent_epollin)
+                return
+            }
+            guard count > 0 else { return }   // closed (or failed) before a line: closed here
+            if let newline = chunk[..<count].firstIndex(of: UInt8(ascii: "\n")), newline <= limits.lineLimit {
+                let line = Array(chunk[..<newline])
+                if let answer = server.responder(line, peer) {
+                    let sent = Self.send(raw, answer, from: 0)
+                    guard let sent, sent < answer.count else { return }   // all written, or failed: closed here
+                    let connection = Connection(fd: fd, serial: serial(), peer: peer, deadline: now + limits.clientTimeout)
+                    connection.phase = .writing
+                    connection.output = answer
+                    connection.sent = sent
+                    adopt(connection, events: c_authflow_agent_epollout)
+                } else {
+                    let connection = Connection(fd: fd, serial: serial(), peer: peer, deadline: now + limits.clientTimeout)
+                    connection.phase = .waiting
+                    adopt(connection, events: 0)
+                    fetch(line, for: connection)
+                }
+                return
+            }
+            let connection = Connection(fd: fd, serial: serial(), peer: peer, deadline: now + limits.clientTimeout)
+            guard adopt(connection, events: c_authflow_agent_epollin) else { return }
+            connection.input = Array(chunk[..<count])
+            if connection.input.count > limits.lineLimit { refuseLongLine(connection, now: now) }
+        }
+
+        func serial() -> UInt32 {
+            defer { nextSerial &+= 1 }
+            return nextSerial
+        }
+
+        /// Puts `connection` in the table and the epoll set; false (and closed) when epoll refuses it.
+        @discardableResult
+        func adopt(_ connection: Connection, events: UInt32) -> Bool {
+            let fd = Int(connection.fd.raw)
+            guard c_authflow_agent_epoll_ctl(server.poller.raw, Self.add, connection.fd.raw, events, connection.tag) == 0 else {
+                server.log("cannot watch a connection (errno \(errno)); closed it")
+                return false
+            }
+            if connections.count <= fd { connections.append(contentsOf: repeatElement(nil, count: fd + 1 - connections.count)) }
+            connections[fd] = connection
+            live += 1
+            if connection.phase != .waiting { nextSweep = min(nextSweep ?? connection.deadline, connection.deadline) }
             return true
         }
 
-        /// Reads what is there; the line when complete, or whether to close.
-        func receive(_ connection: Connection, id: UInt64, now: ContinuousClock.Instant) -> Bool {
-            for _ in 0..<8 {   // at most 128 KiB per turn, so one client cannot hold the loop
+        func close(_ connection: Connection, now: ContinuousClock.Instant) {
+            let fd = Int(connection.fd.raw)
+            guard fd < connections.count, connections[fd] === connection else { return }
+            connections[fd] = nil   // the descriptor closes with its owner, which leaves the epoll set
+            live -= 1
+            updateListening(now: now)
+        }
+
+        func watch(_ connection: Connection, events: UInt32) {
+            _ = c_authflow_agent_epoll_ctl(server.poller.raw, Self.modify, connection.fd.raw, events, connection.tag)
+        }
+
+        // MARK: Connections
+
+        func ready(_ event: c_authflow_agent_event, now: ContinuousClock.Instant) {
+            let fd = Int(UInt32(truncatingIfNeeded: event.data))
+            guard fd < connections.count, let connection = connections[fd], connection.tag == event.data else { return }
+            switch connection.phase {
+            case .reading: receive(connection, now: now)
+            case .writing: flush(connection, now: now)
+            case .waiting:
+                // Watched for nothing; the kernel still reports a hang-up. Its answer has nowhere to go.
+                if event.events & (c_authflow_agent_epollhup | c_authflow_agent_epollerr) != 0 { close(connection, now: now) }
+            }
+        }
+
+        /// Reads what is there (at most 128 KiB per turn, so one client cannot hold the loop).
+        func receive(_ connection: Connection, now: ContinuousClock.Instant) {
+            for _ in 0..<8 {
                 let count = chunk.withUnsafeMutableBytes { recv(connection.fd.raw, $0.baseAddress!, $0.count, Int32(MSG_DONTWAIT)) }
                 if count < 0, errno == EINTR { continue }
-                if count < 0, errno == EAGAIN || errno == EWOULDBLOCK { return true }
-                guard count > 0 else { return false }   // closed (or failed) before a full line
+                if count < 0, errno == EAGAIN || errno == EWOULDBLOCK { return }
+                guard count > 0 else { return close(connection, now: now) }   // closed (or failed) before a full line
                 let start = connection.input.count
-                connection.input += chunk[0..<count]
+                connection.input += chunk[..<count]
                 if let newline = connection.input[start...].firstIndex(of: UInt8(ascii: "\n")), newline <= limits.lineLimit {
                     let line = Array(connection.input[..<newline])
                     connection.input = []
-                    connection.phase = .waiting
-                    let peer = connection.peer
-                    let handler = handler
-                    Task { [self] in
-                        let text = await handler(line, peer)
-                        outbox.withLock { $0.append((id, Array(text.utf8))) }
-                        poke()
+                    if let answer = server.responder(line, connection.peer) {
+                        reply(connection, with: answer, now: now)
+                    } else {
+                        connection.phase = .waiting
+                        watch(connection, events: 0)
+                        fetch(line, for: connection)
                     }
-                    return true
+                    return
                 }
-                if connection.input.count > limits.lineLimit {
-                    log("dropped a client (\(connection.peer)): its request line is longer than \(limits.lineLimit) bytes")
-                    answer(connection, with: AgentProtocol.failure("invalid_request", "the request line is longer than \(limits.lineLimit) bytes"), now: now)
-                    return !flush(connection)
-                }
+                if connection.input.count > limits.lineLimit { return refuseLongLine(connection, now: now) }
             }
-            return true
         }
 
-        while !stopping.withLock({ $0 }) {
-            let now = ContinuousClock.now
-            var fds = [pollfd(fd: wakeRead.raw, events: Int16(POLLIN), revents: 0)]
-            let accepting = connections.count < limits.maximumConnections && (acceptPausedUntil.map { now >= $0 } ?? true)
-            if accepting { acceptPausedUntil = nil }
-            fds.append(pollfd(fd: accepting ? listener.raw : -1, events: Int16(POLLIN), revents: 0))
-            var order: [UInt64] = []
-            var timeout = Duration.seconds(1)
-            for (id, connection) in connections where connection.phase != .waiting {
-                fds.append(pollfd(fd: connection.fd.raw, events: Int16(connection.phase == .reading ? POLLIN : POLLOUT), revents: 0))
-                order.append(id)
-                timeout = min(timeout, max(connection.deadline - now, .zero))
-            }
-            if let paused = acceptPausedUntil { timeout = min(timeout, max(paused - now, .zero)) }
-            let milliseconds = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000) + 1
-            let polled = poll(&fds, nfds_t(fds.count), milliseconds)
-            if polled < 0, errno != EINTR { log("poll failed (errno \(errno)); the socket keeps being served") }
-            let after = ContinuousClock.now
+        func refuseLongLine(_ connection: Connection, now: ContinuousClock.Instant) {
+            server.log("dropped a client (\(connection.peer)): its request line is longer than \(limits.lineLimit) bytes")
+            connection.input = []
+            reply(connection, with: Array(AgentProtocol.failure("invalid_request", "the request line is longer than \(limits.lineLimit) bytes").utf8), now: now)
+        }
 
-            if fds[0].revents != 0 {
-                var sink = [UInt8](repeating: 0, count: 256)
-                while read(wakeRead.raw, &sink, sink.count) > 0 {}
+        /// Starts writing `answer`; the connection is closed once it is written (or fails).
+        func reply(_ connection: Connection, with answer: [UInt8], now: ContinuousClock.Instant) {
+            let wasWriting = connection.phase == .writing
+            connection.phase = .writing
+            connection.output = answer
+            connection.sent = 0
+            connection.deadline = now + limits.clientTimeout
+            guard let sent = Self.send(connection.fd.raw, answer, from: 0), sent < answer.count else { return close(connection, now: now) }
+            connection.sent = sent
+            nextSweep = min(nextSweep ?? connection.deadline, connection.deadline)
+            if !wasWriting { watch(connection, events: c_authflow_agent_epollout) }
+        }
+
+        func flush(_ connection: Connection, now: ContinuousClock.Instant) {
+            guard let sent = Self.send(connection.fd.raw, connection.output, from: connection.sent), sent < connection.output.count else {
+                return close(connection, now: now)
             }
-            // Answers that are ready.
-            let ready: [(id: UInt64, answer: [UInt8])] = outbox.withLock { outbox in
+            connection.sent = sent
+        }
+
+        /// Writes `bytes` from `offset` on as far as the socket takes them: the new offset, or nil
+        /// when the connection failed (the peer went away).
+        static func send(_ fd: Int32, _ bytes: [UInt8], from offset: Int) -> Int? {
+            var sent = offset
+            while sent < bytes.count {
+                let count = bytes.withUnsafeBytes {
+                    Glibc.send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+                }
+                if count < 0, errno == EINTR { continue }
+                if count < 0, errno == EAGAIN || errno == EWOULDBLOCK { return sent }
+                guard count > 0 else { return nil }
+                sent += count
+            }
+            return sent
+        }
+
+        // MARK: Answers that wait
+
+        func fetch(_ line: [UInt8], for connection: Connection) {
+            let server = server
+            let (fd, serial, peer) = (connection.fd.raw, connection.serial, connection.peer)
+            Task {
+                let answer = await server.handler(line, peer)
+                server.outbox.withLock { $0.append(Ready(fd: fd, serial: serial, answer: answer)) }
+                server.poke()
+            }
+        }
+
+        func deliver(now: ContinuousClock.Instant) {
+            var counter: UInt64 = 0
+            _ = read(server.wakeup.raw, &counter, 8)
+            let ready = server.outbox.withLock { outbox in
                 defer { outbox = [] }
                 return outbox
             }
             for item in ready {
-                let id = item.id
-                guard let connection = connections[id] else { continue }
-                connection.phase = Phase.writing
-                connection.output = item.answer
-                connection.sent = 0
-                connection.deadline = after + limits.clientTimeout
-                if flush(connection) { connections[id] = nil }
-            }
-            // Connections with something to read or room to write.
-            for (offset, id) in order.enumerated() {
-                let events = fds[2 + offset].revents
-                guard events != 0, let connection = connections[id] else { continue }
-                switch connection.phase {
-                case .reading: if !receive(connection, id: id, now: after) { connections[id] = nil }
-                case .writing: if flush(connection) { connections[id] = nil }
-                case .waiting: break
-                }
-            }
-            // New connections.
-            if accepting, fds[1].revents & Int16(POLLIN) != 0 {
-                for _ in 0..<64 {
-                    let raw = accept(listener.raw, nil, nil)
-                    if raw < 0 {
-                        if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM {
-                            log("cannot accept a connection (errno \(errno)): out of descriptors or memory; pausing 100 ms")
-                            acceptPausedUntil = after + .milliseconds(100)
-                        }
-                        break
-                    }
-                    guard let fd = try? FileDescriptor(returnedBy: raw) else { break }
-                    // accept4 is not visible without _GNU_SOURCE. Until FD_CLOEXEC is set, a notify command
-                    // started at this instant could inherit this one connection; it never reads from it.
-                    _ = fcntl(fd.raw, F_SETFD, FD_CLOEXEC)
-                    _ = fcntl(fd.raw, F_SETFL, fcntl(fd.raw, F_GETFL) | O_NONBLOCK)
-                    guard connections.count < limits.maximumConnections, let peer = Peer.of(fd.raw) else { continue }  // closed here
-                    connections[nextID] = Connection(fd: fd, peer: peer, deadline: after + limits.clientTimeout)
-                    nextID &+= 1
-                }
-            }
-            // Deadlines: a silent client, or one that does not read its answer.
-            for (id, connection) in connections where connection.phase != .waiting && connection.deadline <= after {
-                if connection.phase == .reading {
-                    log("dropped a client (\(connection.peer)): no request line within \(limits.clientTimeout)")
-                } else {
-                    log("dropped a client (\(connection.peer)): it did not read its answer within \(limits.clientTimeout)")
-                }
-                connections[id] = nil
+                let fd = Int(item.fd)
+                guard fd < connections.count, let connection = connections[fd], connection.serial == item.serial,
+                      connection.phase == .waiting else { continue }
+                reply(connection, with: item.answer, now: now)
             }
         }
-        connections.removeAll()
+
+        // MARK: Deadlines
+
+        /// Drops a silent client, or one that does not read its answer, once its time is up.
+        func sweep(now: ContinuousClock.Instant) {
+            var next: ContinuousClock.Instant?
+            for case let connection? in connections where connection.phase != .waiting {
+                if connection.deadline <= now {
+                    if connection.phase == .reading {
+                        server.log("dropped a client (\(connection.peer)): no request line within \(limits.clientTimeout)")
+                    } else {
+                        server.log("dropped a client (\(connection.peer)): it did not read its answer within \(limits.clientTimeout)")
+                    }
+                    close(connection, now: now)
+                } else {
+                    next = min(next ?? connection.deadline, connection.deadline)
+                }
+            }
+            nextSweep = next
+        }
     }
 }

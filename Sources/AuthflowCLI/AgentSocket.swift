@@ -10,9 +10,17 @@ struct Peer: Sendable, Equatable, CustomStringConvertible {
     var uid: UInt32
     /// The peer's effective group id.
     var gid: UInt32
+    /// The peer's supplementary groups when it connected (`SO_PEERGROUPS`); read only for a peer
+    /// of another uid than the agent's (the agent's own uid may ask for everything anyway).
+    var groups: [UInt32] = []
 
     /// `uid 1001 gid 1001 pid 4242`.
     var description: String { "uid \(uid) gid \(gid) pid \(pid)" }
+
+    /// The agent's own uid.
+    static let ownUID = geteuid()
+    /// `SO_PEERGROUPS` (Linux 4.13; `<asm-generic/socket.h>`, which Swift's Glibc module does not show).
+    static let peerGroupsOption: Int32 = 59
 
     /// The credentials of `fd`'s peer; nil when the kernel gives none (not a Unix socket).
     static func of(_ fd: Int32) -> Peer? {
@@ -20,7 +28,23 @@ struct Peer: Sendable, Equatable, CustomStringConvertible {
         var credentials: (Int32, UInt32, UInt32) = (0, 0, 0)
         var length = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
         guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0, length == 12 else { return nil }
-        return Peer(pid: credentials.0, uid: credentials.1, gid: credentials.2)
+        var peer = Peer(pid: credentials.0, uid: credentials.1, gid: credentials.2)
+        if peer.uid != ownUID { peer.groups = supplementaryGroups(fd) }
+        return peer
+    }
+
+    /// The supplementary groups the kernel recorded for `fd`'s peer at connect time (at most 1,024;
+    /// none on a kernel without `SO_PEERGROUPS`).
+    static func supplementaryGroups(_ fd: Int32) -> [UInt32] {
+        var groups = [UInt32](repeating: 0, count: 64)
+        for _ in 0..<2 {
+            var length = socklen_t(groups.count * 4)
+            if getsockopt(fd, SOL_SOCKET, peerGroupsOption, &groups, &length) == 0 { return Array(groups.prefix(Int(length) / 4)) }
+            // ERANGE: the buffer was too small; length says how much is needed.
+            guard errno == ERANGE, Int(length) / 4 > groups.count, Int(length) / 4 <= 1024 else { return [] }
+            groups = [UInt32](repeating: 0, count: Int(length) / 4)
+        }
+        return []
     }
 }
 
@@ -81,7 +105,9 @@ enum UnixSocket {
         guard bound == 0 else { throw SystemError(code: bindError) }
         if let group, chown(path, UInt32.max, group) != 0 { throw SystemError(code: errno) }
         guard chmod(path, mode) == 0 else { throw SystemError(code: errno) }
-        guard Glibc.listen(fd.raw, 256) == 0 else { throw SystemError(code: errno) }
+        // A backlog as deep as the connections the server holds (AgentServer.Limits): a burst of clients
+        // waits in the queue instead of sleeping in connect(2) until it has room.
+        guard Glibc.listen(fd.raw, 1024) == 0 else { throw SystemError(code: errno) }
         return fd
     }
 }

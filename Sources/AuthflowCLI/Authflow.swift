@@ -331,8 +331,9 @@ struct Context: Sendable {
     /// `postgresql://` (or `postgres://`) URI. The database store needs a key (`--store-key-file`)
     /// or `--store-plaintext`; the URI's password (or `PGPASSWORD`, `~/.pgpass`) is never printed.
     /// One command opens one database connection (no `LISTEN` connection: it caches nothing),
-    /// and libpq is loaded only for a database store.
-    func store(encryption given: EntryEncryption? = nil) throws(CLIError) -> any SecretStore {
+    /// and libpq is loaded only for a database store. `listening` (the agent, which caches for
+    /// as long as it runs) adds the `LISTEN` connection, so a logout elsewhere reaches it at once.
+    func store(encryption given: EntryEncryption? = nil, listening: Bool = false) throws(CLIError) -> any SecretStore {
         var encryption = given
         if encryption == nil { encryption = try storeEncryption() }
         if encryption != nil, invocation.storePlaintext {
@@ -342,7 +343,7 @@ struct Context: Sendable {
             do {
                 return try PostgresSecretStore(
                     connection: connection, encryption: encryption, allowPlaintext: invocation.storePlaintext,
-                    options: .init(lockTimeout: services.lockTimeout, connectTimeout: 4, listensForDeletions: false), environment: environment)
+                    options: .init(lockTimeout: services.lockTimeout, connectTimeout: 4, listensForDeletions: listening), environment: environment)
             } catch {
                 throw .oauth(error, provider: nil)
             }

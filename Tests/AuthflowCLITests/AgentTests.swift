@@ -169,6 +169,33 @@ struct AgentTests {
         #expect(await agent.waitExit() == 0)
     }
 
+    @Test("agentAllow groups: a peer with the group among its supplementary groups (SO_PEERGROUPS) is served; without it, refused")
+    func supplementaryGroups() async throws {
+        let rig = try Rig()
+        defer { rig.remove() }
+        try rig.directory.writeCatalog([
+            rig.service("svc", extra: #", "agentAllow": ["gid:4343"]"#), rig.service("other", path: "/other", extra: #", "agentAllow": ["gid:4344"]"#),
+        ])
+        rig.server.script("/token", [.token("at-group", expiresIn: 3600)])
+        rig.server.script("/other", [.token("at-other", expiresIn: 3600)])
+        let agent = try rig.start()
+        #expect(await agent.waitForStderr("ready"), "\(agent.stderr)")
+        #expect(fileMode(rig.socket) == 0o666, "two groups are allowed: the socket is open and the peer's credentials decide")
+
+        /// Uid and gid 4242, with `groups` as its supplementary groups ("" for none).
+        func ask(groups: String, _ provider: String) async throws -> String {
+            try await runProcess("/usr/bin/setpriv", ["--reuid=4242", "--regid=4242", groups.isEmpty ? "--clear-groups" : "--groups=\(groups)",
+                                                      "/usr/bin/python3", "-c", Self.pythonClient, rig.socket, provider]).stdout
+        }
+        #expect(try await ask(groups: "4343", "svc") == "at-group Bearer\n")
+        #expect(try await ask(groups: "4343", "other") == "error access_denied\n")
+        #expect(try await ask(groups: "4100,4344", "other") == "at-other Bearer\n")
+        #expect(try await ask(groups: "", "svc") == "error access_denied\n")
+        #expect(agent.stderr.contains(#"refused uid 4242 gid 4242 pid "#))
+        agent.signal(SIGTERM)
+        #expect(await agent.waitExit() == 0)
+    }
+
     // MARK: systemd
 
     @Test("socket activation: the listening socket comes as descriptor 3 with LISTEN_FDS and LISTEN_PID")
@@ -374,6 +401,45 @@ struct AgentTests {
         // the baseline: a connection to the token server open when it was counted may be gone since.)
         #expect(await eventually { descriptors(agent.pid) <= baseline }, "\(descriptors(agent.pid)) descriptors, \(baseline) before")
         _ = neverReads
+        agent.signal(SIGTERM)
+        #expect(await agent.waitExit() == 0)
+    }
+
+    @Test("a client that hangs up while its token is fetched, a line in pieces, 200 connections at once: the others are answered, one fetch, no descriptor leaks")
+    func connectionPaths() async throws {
+        let rig = try Rig()
+        defer { rig.remove() }
+        try rig.directory.writeCatalog([rig.service("svc")])
+        // The first token takes a second: requests meanwhile wait for the one fetch in flight.
+        rig.server.script("/token", [TestHTTPServer.Reply.token("at-paths", expiresIn: 3600).delayed(.seconds(1))])
+        let agent = try rig.start()
+        let request = Array((#"{"v":1,"token":"svc"}"# + "\n").utf8)
+        #expect(await eventually { access(rig.socket, F_OK) == 0 })
+        let waiting = try UnixSocket.connect(rig.socket)
+        let leaving = try UnixSocket.connect(rig.socket)
+        #expect(sendAll(waiting.raw, request) && sendAll(leaving.raw, request))
+        _ = consume leaving   // hangs up before its answer
+        #expect(readAnswer(waiting.raw)?.contains(#""access_token":"at-paths""#) == true)
+        #expect(await agent.waitForStderr("ready"), "\(agent.stderr)")
+        let baseline = descriptors(agent.pid)
+
+        // A line in three pieces (the pauses only make separate reads likely; nothing depends on them).
+        let pieces = try UnixSocket.connect(rig.socket)
+        for piece in [request[..<5], request[5..<12], request[12...]] {
+            #expect(sendAll(pieces.raw, Array(piece)))
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(readAnswer(pieces.raw)?.contains(#""access_token":"at-paths""#) == true)
+
+        // 200 connections open together, then 200 requests, then 200 answers.
+        var connections: [SharedFileDescriptor] = []
+        for _ in 0..<200 { connections.append(SharedFileDescriptor(try UnixSocket.connect(rig.socket))) }
+        #expect(connections.allSatisfy { sendAll($0.raw, request) })
+        #expect(connections.filter { readAnswer($0.raw)?.contains(#""access_token":"at-paths""#) == true }.count == 200)
+        connections.removeAll()
+
+        #expect(rig.server.requests("/token").count == 1)
+        #expect(await eventually { descriptors(agent.pid) <= baseline }, "\(descriptors(agent.pid)) descriptors, \(baseline) before")
         agent.signal(SIGTERM)
         #expect(await agent.waitExit() == 0)
     }

@@ -62,4 +62,50 @@ extension FleetStoreTests {
         }
         try await store.delete(id)
     }
+
+    @Test("an agent on a postgresql:// store listens: a logout on another machine ends the token it serves at once, not at expiry")
+    func agentFollowsRemoteLogout() async throws {
+        let cluster = try PostgresCluster.require()
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let id = uniqueID("agent-logout")
+        let key = try TestKey()
+        // A login good for an hour: without LISTEN the agent would serve it from memory until then.
+        let store = try PostgresSecretStore(connection: cluster.uri, encryption: key.encryption)
+        try await store.save(storedEntry(id, access: "AT-live", refresh: "RT-live", expired: false), for: id)
+
+        let directory = URL(fileURLWithPath: "/tmp/pg-agent-\(UUID().uuidString.prefix(8))", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let catalog = directory.appendingPathComponent("providers.json")
+        try Data(#"[{ "id": "\#(id)", "clientID": "client", "tokenURL": "\#(server.baseURL)/token" }]"#.utf8).write(to: catalog)
+        let environment = ["PATH": "/usr/bin:/bin", "HOME": directory.path, "NO_COLOR": "1", "PGPASSWORD": cluster.password]
+        let uri = "postgresql://\(cluster.user)@127.0.0.1:\(cluster.port)/postgres"
+        let socket = directory.appendingPathComponent("agent.sock").path
+        let agent = try RunningBinary(["--config", catalog.path, "--store", uri, "--store-key-file", key.file.path, "agent", "--socket", socket],
+                                      environment: environment)
+        defer { kill(agent.pid, SIGKILL) }
+        let asking = environment.merging(["AUTHFLOW_AGENT": socket]) { _, new in new }
+
+        var served: String?
+        for _ in 0..<600 where served == nil {
+            let answer = try await runBinary(["token", id], environment: asking)
+            if answer.status == 0 { served = answer.stdout } else { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(served == "AT-live\n", "\(agent.stderr)")
+
+        // Another machine logs out: its store deletes the entry and notifies the table's listeners.
+        let elsewhere = try PostgresSecretStore(connection: cluster.uri, encryption: key.encryption)
+        try await elsewhere.delete(id)
+        var refused: (status: Int32, stderr: String)?
+        for _ in 0..<600 where refused == nil {
+            let answer = try await runBinary(["token", id], environment: asking)
+            if answer.status != 0 { refused = (answer.status, answer.stderr) } else { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(refused?.status == 77, "a login is needed: \(refused?.stderr ?? "still served")")
+        #expect(refused?.stderr.contains("reauthorization_required") == true, "\(refused?.stderr ?? "")")
+        #expect(server.requests("/token").isEmpty, "nothing to refresh with: no request")
+        kill(agent.pid, SIGTERM)
+        #expect(await agent.wait(timeout: .seconds(30)) == 0)
+    }
 }
