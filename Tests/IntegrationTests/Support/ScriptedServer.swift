@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import Testing
 
-/// A loopback server of its own directory under `Server/` (credentials, exchange, dpop, par), driven by
+/// A loopback server of its own directory under `Server/` (credentials, exchange, dpop, authgent, par), driven by
 /// that directory's start.sh and stop.sh: the suite traits of those servers use it to run their suite
 /// once against one server on a free port.
 struct ScriptedServer: Sendable {
