@@ -13,8 +13,8 @@ import Synchronization
 /// thread holds it while it works and lets go of it while it waits. Callers hand transfers over with
 /// ``add(_:)`` and ``cancel(_:)``, which queue a command and write the eventfd only when the thread
 /// sleeps in `epoll_wait` (or is about to), with one exception that saves the hand-over and the
-/// engine's wake-up: a caller that finds the engine asleep, the lock free and no transfer in flight
-/// starts its own transfer (``startDirectly(_:)``): it adds the handle and runs libcurl's first step, which never
+/// engine's wake-up: a caller that finds the lock free and no transfer in flight starts its own
+/// transfer (``startDirectly(_:)``): it adds the handle and runs libcurl's first step, which never
 /// blocks (on a kept-alive connection: writing the request), then leaves the rest to the sleeping
 /// engine, whose `epoll_wait` sees the socket it watches now, and whose alarm it sets when libcurl's
 /// timeout comes before the engine's wait ends. The engine resumes the caller when the response is in.
@@ -42,7 +42,6 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi` (but its `signa
     }
     private let commands = Mutex(Commands())
     /// True while the thread is in (or about to enter) `epoll_wait`: only then does a command wake it.
-    /// A caller starting its own transfer (``startDirectly(_:)``) holds it false meanwhile.
     private let sleeping = Atomic<Bool>(false)
 
     /// Idle easy handles, at most ``maximumIdleHandles``.
@@ -135,35 +134,24 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi` (but its `signa
         wake()
     }
 
-    /// Starts `transfer` on the calling thread when no transfer is in flight and the engine sleeps
-    /// (in `epoll_wait`, or about to be) with the driving lock free: adds its handle, runs libcurl's
-    /// first step (non-blocking: a kept-alive connection's request is written, a new connection's
-    /// connect or resolve begun), and makes sure the engine wakes by libcurl's next timeout. False
-    /// when it did not start it (the caller queues it). A transfer that ends in that first step
-    /// (refused at once) is resumed here.
-    ///
-    /// The caller takes the engine's wake-up (``sleeping``) for the length of the start, so a caller
-    /// that queues a transfer meanwhile does not wake the engine only for it to wait for the lock;
-    /// the wake-up is handed back, and made, when such a command is queued. An engine that is awake
-    /// (working, or resuming callers) is left alone: it takes a queued transfer in its next round
-    /// without a wake-up, so starting here would save nothing and could hold it up.
+    /// Starts `transfer` on the calling thread when the driving lock is free (the engine waits, or
+    /// is between two rounds) and no transfer is in flight: adds its handle, runs libcurl's first
+    /// step (non-blocking: a kept-alive connection's request is written, a new connection's connect
+    /// or resolve begun), and makes sure the engine wakes by libcurl's next timeout. False when it
+    /// did not start it (the caller queues it). A transfer that ends in that first step (refused at
+    /// once) is resumed here.
     private func startDirectly(_ transfer: CurlTransfer) -> Bool {
-        guard !hasActive.load(ordering: .relaxed), sleeping.exchange(false, ordering: .sequentiallyConsistent) else { return false }
+        guard !hasActive.load(ordering: .relaxed) else { return false }
         var done: [(CurlTransfer, Result<HTTPResponse, OAuthError>)] = []
-        var wakeNow = false
         let started = driving.withLockIfAvailable { _ -> Bool in
             guard activeCount == 0 else { return false }
             begin(transfer)
             var running: Int32 = 0
             // libcurl asks for its timeout at once after an add; a few rounds, then the engine's turn.
             for _ in 0..<4 where multi.runTimerIfDue(&running) { readCompleted(into: &done) }
-            wakeNow = !multi.coverTimeout()
+            if !multi.coverTimeout() { wake() }
             return true
         } ?? false
-        // The wake-up back to the engine: a command queued from now on makes it, and one queued while
-        // this caller held it is seen here (the order of the engine's own check before it waits).
-        sleeping.store(true, ordering: .sequentiallyConsistent)
-        if wakeNow || !commands.withLock({ $0.isEmpty }) { wake() }
         resume(done)
         return started
     }
