@@ -44,6 +44,13 @@ struct MutualTLSTests {
         defer { server.stop() }
         let url = try #require(URL(string: "https://localhost:\(server.port)/"))
 
+        // Without the identity first: the handshake fails at once. (s_server serves one connection
+        // at a time, so asked second this would wait behind the kept-alive connection below.)
+        let anonymous = CurlTransport(timeout: 20, proxy: .none, caFile: certificates.caFile)
+        let error = await #expect(throws: OAuthError.self) { _ = try await anonymous.send(HTTPRequest(method: "GET", url: url)) }
+        #expect(error?.code == .transport)
+        #expect(error?.message.map { !$0.contains("deadline") && !$0.contains("timeout") } == true, "the handshake should fail, not time out: \(error?.message ?? "")")
+
         let identity = ClientTLSIdentity(certificateFile: certificatePath, keyFile: keyPath)
         let transport = CurlTransport(timeout: 20, proxy: .none, caFile: certificates.caFile, clientIdentity: identity)
         let response = try await transport.send(HTTPRequest(method: "GET", url: url))
@@ -51,9 +58,5 @@ struct MutualTLSTests {
         #expect(response.status == 200)
         #expect(page.contains("Client certificate"))
         #expect(page.contains("Subject: CN=oauthflow-client"))
-
-        let anonymous = CurlTransport(timeout: 20, proxy: .none, caFile: certificates.caFile)
-        let error = await #expect(throws: OAuthError.self) { _ = try await anonymous.send(HTTPRequest(method: "GET", url: url)) }
-        #expect(error?.code == .transport)
     }
 }
