@@ -523,7 +523,7 @@ struct AgentTests {
 
 /// A child process whose standard output and error go to files.
 final class Child {
-    let process = Process()
+    let process = ChildProcess()
     let errorPath: String
 
     init(_ executable: String, _ arguments: [String], environment: [String: String], directory: URL, name: String) throws {

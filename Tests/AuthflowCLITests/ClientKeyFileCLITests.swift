@@ -3,6 +3,7 @@ import Foundation
 import OAuthFlow
 import OAuthFlowTesting
 import Testing
+import TestSupport
 
 @Suite("authflow and client key files (issue 17)")
 struct ClientKeyFileCLITests {
@@ -34,7 +35,7 @@ struct ClientKeyFileCLITests {
     /// An openssl-made P-256 key in the harness's directory, mode 0600.
     static func key(_ h: Harness) throws -> String {
         let path = h.directory.url.appendingPathComponent("client-key.pem").path
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         process.arguments = ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path]
         try process.run()
@@ -73,7 +74,7 @@ struct ClientKeyFileCLITests {
         defer { h.directory.remove() }
         let keyPath = try Self.key(h)
         // A service account's key is RSA; replace the EC key with an RSA one.
-        let rsa = Process()
+        let rsa = ChildProcess()
         rsa.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         rsa.arguments = ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", keyPath]
         try rsa.run()

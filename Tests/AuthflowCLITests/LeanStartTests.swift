@@ -45,7 +45,7 @@ struct LeanStartTests {
     @Test("`ldd authflow` lists neither libpq nor libcurl, FoundationNetworking nor Foundation (only FoundationEssentials)")
     func binaryDoesNotLinkThem() throws {
         let binary = try #require(Binary.url, "authflow not built")
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/ldd")
         process.arguments = [binary.path]
         let pipe = Pipe()

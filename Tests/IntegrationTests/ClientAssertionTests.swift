@@ -1,6 +1,7 @@
 import Foundation
 @testable import OAuthFlow
 import Testing
+import TestSupport
 
 /// Client assertions made by OAuthFlow, judged by a real RFC 7523 implementation: Authlib 1.9.6
 /// (`Server/credentials/credserver.py`) on 127.0.0.1, started once for this suite. Each test sends
@@ -44,7 +45,7 @@ struct ClientAssertionIntegration {
     }
 
     static func openssl(_ arguments: [String]) throws {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         process.arguments = arguments
         process.standardError = FileHandle.nullDevice

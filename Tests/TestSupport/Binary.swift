@@ -32,7 +32,7 @@ public enum Binary {
 
 /// One run of the binary: its output is read on threads as it comes, so tests can wait for a line.
 public final class RunningBinary: Sendable {
-    private let process: Process
+    private let process: ChildProcess
     private let out = Mutex([UInt8]())
     private let err = Mutex([UInt8]())
     private let done = Mutex(0)
@@ -40,7 +40,7 @@ public final class RunningBinary: Sendable {
     /// Starts `authflow arguments` with exactly `environment` (nothing inherited) and stdin closed.
     public init(_ arguments: [String], environment: [String: String]) throws {
         guard let url = Binary.url else { throw POSIXError(.ENOENT) }
-        process = Process()
+        process = ChildProcess()
         process.executableURL = url
         process.arguments = arguments
         process.environment = environment

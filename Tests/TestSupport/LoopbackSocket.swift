@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import Glibc
 
 /// A TCP socket bound to an ephemeral port on 127.0.0.1: the one place the test servers, and the
@@ -34,9 +34,9 @@ public enum LoopbackSocket {
     /// Starts `process` with its standard streams on `/dev/null` and waits (at most 10 s, polling
     /// every 100 ms) until it accepts connections on `port` of 127.0.0.1.
     ///
-    /// Throws what `Process.run()` throws, or `POSIXError(.ETIMEDOUT)` when it exits or is not
+    /// Throws what `ChildProcess.run()` throws, or `POSIXError(.ETIMEDOUT)` when it exits or is not
     /// accepting by then; the caller stops it.
-    public static func runServer(_ process: Process, port: UInt16) throws {
+    public static func runServer(_ process: ChildProcess, port: UInt16) throws {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice

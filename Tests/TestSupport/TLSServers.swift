@@ -44,7 +44,7 @@ public final class TestCertificates: Sendable {
     public func remove() { try? FileManager.default.removeItem(at: directory) }
 
     private static func openssl(_ arguments: [String]) throws {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         process.arguments = arguments
         process.standardOutput = FileHandle.nullDevice
@@ -75,13 +75,13 @@ public final class TLSTestServer: Sendable {
 
     /// The port it listens on, on 127.0.0.1.
     public let port: UInt16
-    private let process: Process
+    private let process: ChildProcess
     private let documents: URL?
 
     /// Starts the server and waits (at most 10 s) until it accepts connections.
     public init(_ kind: Kind, certificates: TestCertificates) throws {
         port = try LoopbackSocket.closedPort()
-        process = Process()
+        process = ChildProcess()
         switch kind {
         case .openSSL:
             documents = nil

@@ -33,7 +33,7 @@ struct Tool {
         _ program: String, _ arguments: [String], environment: [String: String], stdin: String = "", directory: URL? = nil,
         timeout: Duration = .seconds(60)
     ) async throws -> Run {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: program.contains("/") ? program : (find(program) ?? program))
         process.arguments = arguments
         process.environment = environment
@@ -97,12 +97,12 @@ private final class Collected: Sendable {
 /// A program started in the background that prints its port as its first line (the loopback
 /// git server, the stand-in API server); killed by ``stop()``.
 final class BackgroundServer {
-    private let process: Process
+    private let process: ChildProcess
     /// The port it printed.
     let port: Int
 
     init(_ program: String, _ arguments: [String], environment: [String: String]) async throws {
-        process = Process()
+        process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: program)
         process.arguments = arguments
         process.environment = environment

@@ -1,5 +1,6 @@
 import Foundation
 @testable import OAuthFlow
+import TestSupport
 
 /// Keys, certificates and checks made by the `openssl` command line in a temporary directory:
 /// what a person following `Documentation/Catalog.md` would run, and an implementation that
@@ -139,7 +140,7 @@ struct KeyFiles: Sendable {
     /// Runs `/usr/bin/openssl` with `arguments`; its standard output.
     @discardableResult
     static func openssl(_ arguments: [String]) throws -> String {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         process.arguments = arguments
         let output = Pipe()

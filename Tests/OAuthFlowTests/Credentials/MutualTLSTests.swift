@@ -8,11 +8,11 @@ struct MutualTLSTests {
     /// `openssl s_server -www` that requires a client certificate issued by (here: equal to) `clientCA`.
     final class RequiringServer: Sendable {
         let port: UInt16
-        private let process: Process
+        private let process: ChildProcess
 
         init(certificates: TestCertificates, clientCA: String) throws {
             port = try LoopbackSocket.closedPort()
-            process = Process()
+            process = ChildProcess()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
             process.arguments = ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificates.certificateFile.path,
                                  "-key", certificates.keyFile.path, "-www", "-quiet", "-Verify", "1", "-CAfile", clientCA]

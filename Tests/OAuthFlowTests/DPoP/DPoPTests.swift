@@ -464,7 +464,7 @@ struct DPoPFlowTests {
     /// A P-256 key made by openssl for this test.
     static func writeKey() throws -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("dpop-key-\(UUID().uuidString).pem")
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         process.arguments = ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", url.path]
         try process.run()

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import OAuthFlow
 import Testing
+import TestSupport
 
 /// The file store: layout, permissions, atomic replace, key rules, and locking across tasks and processes.
 ///
@@ -50,8 +51,8 @@ private enum ExternalLock {
     static var isAvailable: Bool { FileManager.default.isExecutableFile(atPath: flock) }
 
     /// Starts `flock --no-fork <lock> sh -c <script>`: the shell itself holds the lock until it exits.
-    static func hold(_ lock: URL, script: String) throws -> Process {
-        let process = Process()
+    static func hold(_ lock: URL, script: String) throws -> ChildProcess {
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: flock)
         process.arguments = ["--exclusive", "--no-fork", lock.path, "/bin/sh", "-c", script]
         try process.run()
@@ -60,7 +61,7 @@ private enum ExternalLock {
 
     /// Runs `flock --nonblock <lock> true`: 0 when the lock was free, 1 when someone holds it.
     static func tryLock(_ lock: URL) async throws -> Int32? {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: flock)
         process.arguments = ["--exclusive", "--nonblock", "--conflict-exit-code", "1", lock.path, "true"]
         try process.run()
@@ -81,7 +82,7 @@ private enum ExternalLock {
     }
 
     /// The exit status once the process ends, or nil (after terminating it) when it outlives the deadline.
-    static func exitStatus(of process: Process) async -> Int32? {
+    static func exitStatus(of process: ChildProcess) async -> Int32? {
         guard await eventually({ !process.isRunning }) else {
             process.terminate()
             return nil
@@ -90,7 +91,7 @@ private enum ExternalLock {
     }
 
     /// Stops a holder started with `exec sleep` and waits for it to go away.
-    static func stop(_ process: Process) async {
+    static func stop(_ process: ChildProcess) async {
         if process.isRunning { process.terminate() }
         _ = await eventually { !process.isRunning }
     }
@@ -371,7 +372,7 @@ extension FileSecretStoreTests {
     func umaskDoesNotChangeModes(umask: String) async throws {
         try await Fixture.withDirectory { _, directory in
             let nested = directory.appendingPathComponent("a/store", isDirectory: true)
-            let child = Process()
+            let child = ChildProcess()
             child.executableURL = URL(fileURLWithPath: "/proc/self/exe")
             child.arguments = ["--testing-library", "swift-testing", "--filter", "umaskProbe"]
             var environment = ProcessInfo.processInfo.environment

@@ -120,7 +120,7 @@ struct PostgresCluster: Sendable {
         let stop = (asServerUser + [cluster.binaries.appendingPathComponent("pg_ctl").path, "-D", cluster.data.path, "-m", "immediate", "stop"])
             .map { "'\($0)'" }.joined(separator: " ")
         let script = "while kill -0 \(getpid()) 2>/dev/null; do sleep 1; done; \(stop) >/dev/null 2>&1; rm -rf '\(cluster.directory.path)'"
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", script]
         process.standardInput = FileHandle.nullDevice

@@ -604,7 +604,7 @@ struct CurlTransportTests {
 /// `openssl s_server -www` on 127.0.0.1 with a fresh self-signed certificate for `localhost`.
 final class SelfSignedTLSServer: Sendable {
     let port: UInt16
-    private let process: Process
+    private let process: ChildProcess
     private let directory: URL
 
     init() throws {
@@ -612,7 +612,7 @@ final class SelfSignedTLSServer: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let key = directory.appendingPathComponent("key.pem").path
         let cert = directory.appendingPathComponent("cert.pem").path
-        let generate = Process()
+        let generate = ChildProcess()
         generate.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         generate.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                               "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=localhost"]
@@ -625,7 +625,7 @@ final class SelfSignedTLSServer: Sendable {
         // s_server buffers its "ACCEPT host:port" line when stdout is a pipe: choose the port here and
         // wait (at most 10 s) until it accepts connections.
         port = try LoopbackSocket.closedPort()
-        process = Process()
+        process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         process.arguments = ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", cert, "-key", key, "-www", "-naccept", "4"]
         do {
