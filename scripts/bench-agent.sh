@@ -3,9 +3,12 @@
 #   1. a token through the agent's socket from a new client process, in one hyperfine run beside
 #      `authflow token` from the store, `authflow token` through the agent, and Go's M5 (the harness's
 #      go-x-oauth2 reading its token file) and /bin/true (the floor: a process that does nothing); the socket clients are agent-client (C, gcc -O2: the least
-#      start-up cost) and socat; target: the agent path at most 0.5x Go's M5;
-#   2. 1,000 concurrent socket requests (scripts/agent-bench/agent-load.c), BENCH_AGENT_REPEAT times;
-#      target: p99 at most 5 ms, 0 errors; also the agent's CPU time per request (/proc/PID/stat);
+#      start-up cost; agent-c-static is the same client linked statically, as a Go program's own code
+#      is) and socat; target: the agent path at most 0.5x Go's M5;
+#   2. 1,000 concurrent socket requests (scripts/agent-bench/agent-load.c), BENCH_AGENT_REPEAT times,
+#      from 1,000 client threads and from one epoll thread holding all 1,000 in flight (its "threads"
+#      and "epoll" modes); target: p99 at most 5 ms, 0 errors; also the agent's CPU time per request
+#      (/proc/PID/stat);
 #      then the same load against scripts/agent-bench/floor-server.c, pinned as the agent is: the
 #      least a server of the protocol does per connection (accept, SO_PEERCRED, read, answer,
 #      close), so the floor of this machine and this load generator;
@@ -27,7 +30,7 @@
 # client-credentials providers fetch their first token from it when the agent starts; tokens live 300
 # days, so nothing is refreshed during the run), the agent with its default socket under a private
 # XDG_RUNTIME_DIR, then SIGTERM to the agent and the endpoint (by their pids). RESULT lines go to
-# stdout and $WORK/results.txt; a markdown summary follows.
+# stdout and $WORK/results.txt; a markdown table of the targets' figures follows on stdout.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -55,6 +58,7 @@ trap cleanup EXIT
 result() { printf 'RESULT %s %s %s\n' "$1" "$2" "$3" | tee -a "$RESULTS"; }
 
 gcc -O2 -o "$WORK/agent-client" "$REPO/scripts/agent-bench/agent-client.c"
+gcc -O2 -static -o "$WORK/agent-client-static" "$REPO/scripts/agent-bench/agent-client.c"
 gcc -O2 -pthread -o "$WORK/agent-load" "$REPO/scripts/agent-bench/agent-load.c"
 gcc -O2 -o "$WORK/floor-server" "$REPO/scripts/agent-bench/floor-server.c"
 
@@ -102,6 +106,7 @@ result agent threads_idle "$(awk '$1 == "Threads:" { print $2 }' "/proc/$AGENT/s
 # Every command prints the same token.
 check() { local got; got="$("$@" 2>&1 | head -1)"; [[ "$got" == "$TOKEN" ]] || { say "$* printed '$got', not the token"; exit 1; }; }
 check "$WORK/agent-client" "$SOCK" p1
+check "$WORK/agent-client-static" "$SOCK" p1
 # socat prints the agent's whole answer line: the token must be in it.
 socat "OPEN:$WORK/request!!STDOUT" "UNIX-CONNECT:$SOCK" | grep -q "\"access_token\":\"$TOKEN\"" || { say "socat got no token"; exit 1; }
 check "$BIN" token p1
@@ -119,6 +124,7 @@ for round in $(seq 1 "$ROUNDS"); do
     say "round $round, $kind: hyperfine ($RUNS runs of each)"
     "${pin[@]}" hyperfine -N --style none --warmup 5 --runs "$RUNS" --output null --export-json "$WORK/m5-$round-$kind.json" \
       -n agent-c "$WORK/agent-client $SOCK p1" \
+      -n agent-c-static "$WORK/agent-client-static $SOCK p1" \
       -n agent-socat "socat OPEN:$WORK/request!!STDOUT UNIX-CONNECT:$SOCK" \
       -n authflow-via-agent "$BIN token p1" \
       -n authflow-store "$BIN --config $WORK/providers.json --store $WORK/store token p1" \
@@ -133,22 +139,48 @@ for name, r in results.items():
     print(f"RESULT {name} r{round_}_{kind}_median_ms {r['median'] * 1e3:.3f}")
     print(f"RESULT {name} r{round_}_{kind}_ratio_to_go_m5 {r['median'] / go:.3f}")
 PY
-    say "round $round, $kind: 1,000 concurrent requests x $REPEAT"
-    cpu_before=$(agent_cpu_ticks)
-    "${pin[@]}" "$WORK/agent-load" "$SOCK" p1 1000 "$REPEAT" "agent-r$round-$kind" | tee -a "$RESULTS"
-    # The agent's own CPU time (user + system, every thread) per request of the load above.
-    result "agent-r$round-$kind" load_agent_cpu_us_per_request \
-      "$(( ($(agent_cpu_ticks) - cpu_before) * 1000000 / $(getconf CLK_TCK) / (1000 * REPEAT) ))"
-    say "round $round, $kind: 1,000 concurrent requests x $REPEAT to the floor server"
-    floor_before=$(awk '{ print $14 + $15 }' "/proc/$FLOOR/stat")
-    "${pin[@]}" "$WORK/agent-load" "$WORK/floor.sock" p1 1000 "$REPEAT" "floor-r$round-$kind" | tee -a "$RESULTS"
-    result "floor-r$round-$kind" load_server_cpu_us_per_request \
-      "$(( ($(awk '{ print $14 + $15 }' "/proc/$FLOOR/stat") - floor_before) * 1000000 / $(getconf CLK_TCK) / (1000 * REPEAT) ))"
+    for mode in threads epoll; do
+      say "round $round, $kind: 1,000 concurrent requests x $REPEAT ($mode)"
+      cpu_before=$(agent_cpu_ticks)
+      "${pin[@]}" "$WORK/agent-load" "$SOCK" p1 1000 "$REPEAT" "agent-r$round-$kind-$mode" "$mode" | tee -a "$RESULTS"
+      # The agent's own CPU time (user + system, every thread) per request of the load above.
+      result "agent-r$round-$kind-$mode" load_agent_cpu_us_per_request \
+        "$(( ($(agent_cpu_ticks) - cpu_before) * 1000000 / $(getconf CLK_TCK) / (1000 * REPEAT) ))"
+      say "round $round, $kind: 1,000 concurrent requests x $REPEAT to the floor server ($mode)"
+      floor_before=$(awk '{ print $14 + $15 }' "/proc/$FLOOR/stat")
+      "${pin[@]}" "$WORK/agent-load" "$WORK/floor.sock" p1 1000 "$REPEAT" "floor-r$round-$kind-$mode" "$mode" | tee -a "$RESULTS"
+      result "floor-r$round-$kind-$mode" load_server_cpu_us_per_request \
+        "$(( ($(awk '{ print $14 + $15 }' "/proc/$FLOOR/stat") - floor_before) * 1000000 / $(getconf CLK_TCK) / (1000 * REPEAT) ))"
+    done
   done
 done
 sleep 2
 result agent rss_idle_after_runs_kb "$(rss VmRSS)"
 result agent rss_peak_kb "$(rss VmHWM)"
 result agent open_fds_after_runs "$(ls "/proc/$AGENT/fd" | wc -l)"
+python3 - "$RESULTS" <<'PY'
+import collections, sys
+r = collections.defaultdict(dict)
+for line in open(sys.argv[1]):
+    _, name, key, value = line.split()
+    r[name][key] = float(value)
+rounds = sorted({k.split("_")[0] + "_" + k.split("_")[1] for k in r["go-m5"] if k.endswith("_ratio_to_go_m5")})
+print("| round, kind | agent-c / Go M5 | agent-c-static / Go M5 | /bin/true / Go M5 | via `authflow token` / Go M5 "
+      "| threads: agent p99 ms | floor p99 ms | epoll: agent p99 ms | floor p99 ms | errors | agent CPU µs/req (threads, epoll) |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for rk in rounds:
+    round_, kind = rk.split("_")
+    ratio = lambda n: r[n].get(f"{rk}_ratio_to_go_m5", float("nan"))
+    load = lambda who, mode, key: r.get(f"{who}-{round_}-{kind}-{mode}", {}).get(key, float("nan"))
+    errors = sum(int(load(w, m, "load_errors")) for w in ("agent", "floor") for m in ("threads", "epoll"))
+    print(f"| {round_} {kind} | {ratio('agent-c'):.2f}× | {ratio('agent-c-static'):.2f}× | {ratio('floor-true'):.2f}× "
+          f"| {ratio('authflow-via-agent'):.2f}× | {load('agent', 'threads', 'load_p99_us') / 1e3:.1f} "
+          f"| {load('floor', 'threads', 'load_p99_us') / 1e3:.1f} | {load('agent', 'epoll', 'load_p99_us') / 1e3:.1f} "
+          f"| {load('floor', 'epoll', 'load_p99_us') / 1e3:.1f} | {errors} "
+          f"| {load('agent', 'threads', 'load_agent_cpu_us_per_request'):.0f}, {load('agent', 'epoll', 'load_agent_cpu_us_per_request'):.0f} |")
+a = r["agent"]
+print(f"\nidle RSS: {a['rss_idle_after_start_kb']:.0f} KiB after start, {a['rss_idle_after_runs_kb']:.0f} KiB after the runs "
+      f"(limit 20 480 KiB); open descriptors after the runs: {a['open_fds_after_runs']:.0f}")
+PY
 say "machine: $(nproc) CPUs, $(uptime)"
 say "results: $RESULTS"
