@@ -20,7 +20,13 @@
 # usage: scripts/bench-agent.sh
 # environment:
 #   BENCH_BUILD_DIR     SwiftPM scratch path of the release build (scripts/release-build.sh; default
-#                       $TMPDIR/oauthflow-bench-build); BIN=$BENCH_BUILD_DIR/release/authflow is used
+#                       $TMPDIR/oauthflow-bench-build, scripts/bench.sh's); BIN=$BENCH_BUILD_DIR/release/authflow is used
+#   BENCH_AGENT_ORDER   1 (default, when valgrind is installed): first add the functions an agent run
+#                       uses (start, 10 providers fetched, 200 requests, SIGTERM; scripts/link-order.sh)
+#                       to $BENCH_BUILD_DIR/orders/authflow.order (where scripts/bench.sh keeps its
+#                       function order of token, status and demo) and link authflow again with it, as
+#                       CLI.md's "Installing, and the release build" says to do for the commands one
+#                       runs; 0: measure the build as it is
 #   BENCH_HARNESS       the harness (default ../shared/bench next to this repository): Go's client
 #   BENCH_AGENT_RUNS    hyperfine runs per command (default 100, after 5 warm-up runs)
 #   BENCH_AGENT_REPEAT  repeats of the 1,000 concurrent requests (default 5)
@@ -35,7 +41,8 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TMP="${TMPDIR:-/tmp}"
-BIN="${BENCH_BUILD_DIR:-$TMP/oauthflow-bench-build}/release/authflow"
+BUILD="${BENCH_BUILD_DIR:-$TMP/oauthflow-bench-build}"
+BIN="$BUILD/release/authflow"
 HARNESS="${BENCH_HARNESS:-$REPO/../shared/bench}"
 GO="$HARNESS/go/bin/go-x-oauth2"
 RUNS="${BENCH_AGENT_RUNS:-100}"
@@ -81,6 +88,31 @@ cp "$WORK/providers.json" "$XDG_CONFIG_HOME/authflow/providers.json"
 SOCK="$XDG_RUNTIME_DIR/authflow/agent.sock"
 printf '{"v":1,"token":"p1"}\n' > "$WORK/request"
 printf '{"access_token":"%s","token_type":"Bearer","expires_at":%s}\n' "$TOKEN" "$(( $(date +%s) + 86400 ))" > "$WORK/go-token.json"
+
+# The function order of an agent run (BENCH_AGENT_ORDER), appended to the build's order file, then
+# authflow linked again with it. valgrind profiles the agent it starts; a background job waits for
+# its 10 providers, asks 200 times and stops it with SIGTERM (the agent then exits 0).
+if [[ "${BENCH_AGENT_ORDER:-1}" != 0 ]] && command -v valgrind >/dev/null; then
+  say "profiling an agent run for the function order (valgrind; about a minute)"
+  ORDER="$BUILD/orders/authflow.order"
+  mkdir -p "$BUILD/orders"
+  PROFILE_SOCK="$WORK/profile.sock"
+  (
+    for _ in $(seq 1 1200); do
+      up=1
+      for i in $(seq 1 10); do "$WORK/agent-client" "$PROFILE_SOCK" "p$i" >/dev/null 2>&1 || { up=0; break; }; done
+      [[ $up == 1 ]] && break
+      sleep 0.1
+    done
+    for _ in $(seq 1 200); do "$WORK/agent-client" "$PROFILE_SOCK" p1 >/dev/null 2>&1 || true; done
+    pkill -TERM -f -- "callgrind.*agent --socket $PROFILE_SOCK" || true   # valgrind itself, not link-order.sh
+  ) &
+  PROFILER=$!
+  "$REPO/scripts/link-order.sh" "$ORDER" "$BIN" -- "$BIN" --config "$WORK/providers.json" --store "$WORK/profile-store" agent --socket "$PROFILE_SOCK"
+  wait "$PROFILER" || true
+  say "linking authflow again with $(wc -l < "$ORDER") functions first"
+  "$REPO/scripts/release-build.sh" --scratch-path "$BUILD" --order "$ORDER" authflow >/dev/null
+fi
 
 # The agent, default socket, its own store.
 "$BIN" --config "$WORK/providers.json" --store "$WORK/store" agent >"$WORK/agent.log" 2>&1 &
