@@ -123,9 +123,12 @@ public struct AgentOptions: Sendable, Equatable {
 /// The catalog's rule for ids: 1 to 128 of `A-Z a-z 0-9 . _ -`, not starting with a dot.
 func isProviderID(_ id: String) -> Bool {
     guard (1...128).contains(id.utf8.count), !id.hasPrefix(".") else { return false }
-    return id.utf8.allSatisfy { byte in
-        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_")
-            || byte == UInt8(ascii: "-")
-    }
+    return id.utf8.allSatisfy(isProviderIDByte)
+}
+
+/// True for a byte a provider id may hold: an ASCII letter or digit, `.`, `_` or `-`.
+func isProviderIDByte(_ byte: UInt8) -> Bool {
+    (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+        || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_")
+        || byte == UInt8(ascii: "-")
 }

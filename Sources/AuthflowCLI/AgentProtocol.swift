@@ -27,6 +27,32 @@ enum AgentProtocol {
     static func parse(_ line: [UInt8]) -> Result<Request, Failure> {
         var bytes = line
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
+        if let id = plainTokenRequest(bytes) { return .success(.token(provider: id)) }
+        return parseDocument(bytes)
+    }
+
+    /// The provider of `{"v":1,"token":"ID"}` written byte for byte so (what agent-client, the
+    /// README's socat line and `authflow token` send), read without the JSON parser: the socket
+    /// loop answers most requests in this shape, and the parser's objects are most of its own work
+    /// per request. Nil for anything else, which ``parseDocument(_:)`` reads; both give the same
+    /// result for this shape (AgentTests, "the plain token request").
+    static func plainTokenRequest(_ bytes: [UInt8]) -> String? {
+        let head = plainHead, tail = plainTail
+        guard bytes.count > head.count + tail.count,
+              bytes.starts(with: head), bytes[(bytes.count - tail.count)...].elementsEqual(tail)
+        else { return nil }
+        let id = bytes[head.count..<(bytes.count - tail.count)]
+        // Only provider-id bytes: no quote, backslash or control character, so no JSON escape.
+        guard id.count <= 128, id.allSatisfy(isProviderIDByte) else { return nil }
+        let string = String(decoding: id, as: UTF8.self)
+        return isProviderID(string) ? string : nil
+    }
+
+    private static let plainHead = Array(#"{"v":1,"token":""#.utf8)
+    private static let plainTail = Array(#""}"#.utf8)
+
+    /// Reads one request line (without its `\r`) with the JSON parser.
+    static func parseDocument(_ bytes: [UInt8]) -> Result<Request, Failure> {
         let value: JSONValue
         do {
             value = try JSONValue.parse(Data(bytes))
