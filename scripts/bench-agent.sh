@@ -89,6 +89,17 @@ SOCK="$XDG_RUNTIME_DIR/authflow/agent.sock"
 printf '{"v":1,"token":"p1"}\n' > "$WORK/request"
 printf '{"access_token":"%s","token_type":"Bearer","expires_at":%s}\n' "$TOKEN" "$(( $(date +%s) + 86400 ))" > "$WORK/go-token.json"
 
+# True once the agent on socket $1 serves all 10 providers; tries $2 times, 0.1 s apart.
+serves_all() {
+  for _ in $(seq 1 "$2"); do
+    local up=1
+    for i in $(seq 1 10); do "$WORK/agent-client" "$1" "p$i" >/dev/null 2>&1 || { up=0; break; }; done
+    [[ $up == 1 ]] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 # The function order of an agent run (BENCH_AGENT_ORDER), appended to the build's order file, then
 # authflow linked again with it. valgrind profiles the agent it starts; a background job waits for
 # its 10 providers, asks 200 times and stops it with SIGTERM (the agent then exits 0).
@@ -98,12 +109,7 @@ if [[ "${BENCH_AGENT_ORDER:-1}" != 0 ]] && command -v valgrind >/dev/null; then
   mkdir -p "$BUILD/orders"
   PROFILE_SOCK="$WORK/profile.sock"
   (
-    for _ in $(seq 1 1200); do
-      up=1
-      for i in $(seq 1 10); do "$WORK/agent-client" "$PROFILE_SOCK" "p$i" >/dev/null 2>&1 || { up=0; break; }; done
-      [[ $up == 1 ]] && break
-      sleep 0.1
-    done
+    serves_all "$PROFILE_SOCK" 1200 || true
     for _ in $(seq 1 200); do "$WORK/agent-client" "$PROFILE_SOCK" p1 >/dev/null 2>&1 || true; done
     pkill -TERM -f -- "callgrind.*agent --socket $PROFILE_SOCK" || true   # valgrind itself, not link-order.sh
   ) &
@@ -117,14 +123,7 @@ fi
 # The agent, default socket, its own store.
 "$BIN" --config "$WORK/providers.json" --store "$WORK/store" agent >"$WORK/agent.log" 2>&1 &
 AGENT=$!
-ready=0
-for _ in $(seq 1 200); do
-  ready=1
-  for i in $(seq 1 10); do "$WORK/agent-client" "$SOCK" "p$i" >/dev/null 2>&1 || { ready=0; break; }; done
-  [[ $ready == 1 ]] && break
-  sleep 0.1
-done
-[[ $ready == 1 ]] || { say "the agent did not serve all 10 providers in 20 s"; cat "$WORK/agent.log" >&2; exit 1; }
+serves_all "$SOCK" 200 || { say "the agent did not serve all 10 providers in 20 s"; cat "$WORK/agent.log" >&2; exit 1; }
 # The floor server, on its own socket.
 "$WORK/floor-server" "$WORK/floor.sock" "$TOKEN" &
 FLOOR=$!
