@@ -6,9 +6,10 @@
 #      start-up cost; agent-c-static is the same client linked statically, as a Go program's own code
 #      is) and socat; target: the agent path at most 0.5x Go's M5;
 #   2. 1,000 concurrent socket requests (scripts/agent-bench/agent-load.c), BENCH_AGENT_REPEAT times,
-#      from 1,000 client threads and from one epoll thread holding all 1,000 in flight (its "threads"
-#      and "epoll" modes); target: p99 at most 5 ms, 0 errors; also the agent's CPU time per request
-#      (/proc/PID/stat);
+#      in its three modes: 1,000 client threads released together ("threads"), one epoll thread
+#      connecting and asking 1,000 times as fast as it can ("epoll"), and 1,000 connections opened
+#      first, then 1,000 lines written at once ("burst"); target: p99 at most 5 ms, 0 errors; also
+#      the agent's CPU time per request (/proc/PID/stat);
 #      then the same load against scripts/agent-bench/floor-server.c, pinned as the agent is: the
 #      least a server of the protocol does per connection (accept, SO_PEERCRED, read, answer,
 #      close), so the floor of this machine and this load generator;
@@ -170,7 +171,7 @@ for name, r in results.items():
     print(f"RESULT {name} r{round_}_{kind}_median_ms {r['median'] * 1e3:.3f}")
     print(f"RESULT {name} r{round_}_{kind}_ratio_to_go_m5 {r['median'] / go:.3f}")
 PY
-    for mode in threads epoll; do
+    for mode in threads epoll burst; do
       say "round $round, $kind: 1,000 concurrent requests x $REPEAT ($mode)"
       cpu_before=$(agent_cpu_ticks)
       "${pin[@]}" "$WORK/agent-load" "$SOCK" p1 1000 "$REPEAT" "agent-r$round-$kind-$mode" "$mode" | tee -a "$RESULTS"
@@ -195,20 +196,24 @@ r = collections.defaultdict(dict)
 for line in open(sys.argv[1]):
     _, name, key, value = line.split()
     r[name][key] = float(value)
-rounds = sorted({k.split("_")[0] + "_" + k.split("_")[1] for k in r["go-m5"] if k.endswith("_ratio_to_go_m5")})
-print("| round, kind | agent-c / Go M5 | agent-c-static / Go M5 | /bin/true / Go M5 | via `authflow token` / Go M5 "
-      "| threads: agent p99 ms | floor p99 ms | epoll: agent p99 ms | floor p99 ms | errors | agent CPU µs/req (threads, epoll) |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+rounds = sorted({"_".join(k.split("_")[:2]) for k in r["go-m5"] if k.endswith("_ratio_to_go_m5")})
+print("| round, kind | agent-c / Go M5 | agent-c-static / Go M5 | /bin/true / Go M5 | `authflow token` via agent / Go M5 | from the store / Go M5 |")
+print("|---|---:|---:|---:|---:|---:|")
+for rk in rounds:
+    cells = " | ".join(f"{r[n].get(rk + '_ratio_to_go_m5', float('nan')):.2f}×"
+                       for n in ("agent-c", "agent-c-static", "floor-true", "authflow-via-agent", "authflow-store"))
+    print(f"| {rk.replace('_', ' ')} | {cells} |")
+print("\n| round, kind, load mode | agent median ms | agent p99 ms | floor median ms | floor p99 ms | errors | agent CPU µs/req | floor CPU µs/req |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for rk in rounds:
     round_, kind = rk.split("_")
-    ratio = lambda n: r[n].get(f"{rk}_ratio_to_go_m5", float("nan"))
-    load = lambda who, mode, key: r.get(f"{who}-{round_}-{kind}-{mode}", {}).get(key, float("nan"))
-    errors = sum(int(load(w, m, "load_errors")) for w in ("agent", "floor") for m in ("threads", "epoll"))
-    print(f"| {round_} {kind} | {ratio('agent-c'):.2f}× | {ratio('agent-c-static'):.2f}× | {ratio('floor-true'):.2f}× "
-          f"| {ratio('authflow-via-agent'):.2f}× | {load('agent', 'threads', 'load_p99_us') / 1e3:.1f} "
-          f"| {load('floor', 'threads', 'load_p99_us') / 1e3:.1f} | {load('agent', 'epoll', 'load_p99_us') / 1e3:.1f} "
-          f"| {load('floor', 'epoll', 'load_p99_us') / 1e3:.1f} | {errors} "
-          f"| {load('agent', 'threads', 'load_agent_cpu_us_per_request'):.0f}, {load('agent', 'epoll', 'load_agent_cpu_us_per_request'):.0f} |")
+    for mode in ("threads", "epoll", "burst"):
+        agent, floor = r.get(f"agent-{round_}-{kind}-{mode}", {}), r.get(f"floor-{round_}-{kind}-{mode}", {})
+        if not agent: continue
+        ms = lambda d, k: f"{d.get(k, float('nan')) / 1e3:.2f}"
+        print(f"| {round_} {kind} {mode} | {ms(agent, 'load_median_us')} | {ms(agent, 'load_p99_us')} | {ms(floor, 'load_median_us')} "
+              f"| {ms(floor, 'load_p99_us')} | {int(agent.get('load_errors', 0) + floor.get('load_errors', 0))} "
+              f"| {agent.get('load_agent_cpu_us_per_request', float('nan')):.0f} | {floor.get('load_server_cpu_us_per_request', float('nan')):.0f} |")
 a = r["agent"]
 print(f"\nidle RSS: {a['rss_idle_after_start_kb']:.0f} KiB after start, {a['rss_idle_after_runs_kb']:.0f} KiB after the runs "
       f"(limit 20 480 KiB); open descriptors after the runs: {a['open_fds_after_runs']:.0f}")

@@ -7,6 +7,10 @@
  *            right after its connect, and after every connect collects the answers that are ready
  *            (epoll_wait with no timeout), then waits for the rest. All N are in flight together, and
  *            nothing but the client's own connect loop stands between an answer and its timestamp.
+ *   burst    one thread first opens all N connections and waits until the server has accepted them
+ *            (each one waiting for its line), then writes the N request lines as fast as it can,
+ *            collecting ready answers after each write: N requests really at once, with the
+ *            connection set-up out of the figure. Latency runs from just before a request's write.
  * The latency of a request is from just before its connect(2) to the answer's newline (CLOCK_MONOTONIC);
  * an error is a failed connect/write/read or an answer without "access_token". A connect that finds
  * the listen queue full (EAGAIN) is retried after the next collection and counted (retries), its
@@ -15,7 +19,7 @@
  * wall time. Used by scripts/bench-agent.sh (issue 19: 1,000 concurrent requests, p99 at most 5 ms,
  * 0 errors).
  *
- * usage: agent-load SOCKET PROVIDER [N=1000] [REPEAT=5] [NAME=agent] [MODE=threads|epoll] */
+ * usage: agent-load SOCKET PROVIDER [N=1000] [REPEAT=5] [NAME=agent] [MODE=threads|epoll|burst] */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -69,7 +73,7 @@ static void *client(void *argument) {
 /* One connection of the epoll mode. */
 struct connection { int fd; size_t used; int done; double start; char answer[4096]; };
 
-static int open_connection(struct connection *c, int epoll) {
+static int open_connection(struct connection *c, int epoll, int send_now) {
     c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->fd < 0) return -1;
     if (connect(c->fd, (struct sockaddr *)&address, sizeof address) != 0) {
@@ -79,7 +83,7 @@ static int open_connection(struct connection *c, int epoll) {
         return saved == EAGAIN ? 1 : -1;   /* 1: the listen queue is full, try again */
     }
     struct epoll_event event = { .events = EPOLLIN, .data.ptr = c };
-    if (write(c->fd, request, (size_t)request_length) != request_length
+    if ((send_now && write(c->fd, request, (size_t)request_length) != request_length)
         || epoll_ctl(epoll, EPOLL_CTL_ADD, c->fd, &event) != 0) return -1;
     return 0;
 }
@@ -124,7 +128,7 @@ static int run_epoll(int n, struct slot *slots, struct connection *connections) 
         if (waiting_count > 0) index = waiting[--waiting_count];
         else if (next < n) { index = next++; connections[index].start = now_us(); }
         if (index >= 0) {
-            int outcome = open_connection(&connections[index], epoll);
+            int outcome = open_connection(&connections[index], epoll, 1);
             if (outcome == 0) open++;
             else if (outcome == 1) { retries++; waiting[waiting_count++] = index; drain(epoll, connections, slots, &open, 1); continue; }
             else { slots[index].micros = now_us() - connections[index].start; connections[index].done = 1;
@@ -134,6 +138,41 @@ static int run_epoll(int n, struct slot *slots, struct connection *connections) 
     }
     for (int i = 0; i < n; i++) if (connections[i].fd >= 0) close(connections[i].fd);   /* past the deadline: errors */
     free(waiting);
+    close(epoll);
+    return retries;
+}
+
+/* All n connections opened first, then all n lines written at once; returns the connects retried, or -1. */
+static int run_burst(int n, struct slot *slots, struct connection *connections) {
+    int epoll = epoll_create1(EPOLL_CLOEXEC), open = 0, retries = 0;
+    if (epoll < 0) return -1;
+    memset(connections, 0, (size_t)n * sizeof *connections);
+    for (int i = 0; i < n; i++) { slots[i].error = 1; slots[i].micros = 0; connections[i].fd = -1; }
+    double deadline = now_us() + 60e6;
+    for (int i = 0; i < n && now_us() < deadline; ) {
+        int outcome = open_connection(&connections[i], epoll, 0);
+        if (outcome == 1) { retries++; struct timespec pause = { 0, 100000 }; nanosleep(&pause, NULL); continue; }
+        if (outcome == 0) open++;
+        else connections[i].done = 1;
+        i++;
+    }
+    /* Time for the server to accept them: 20 ms and 0.1 ms per connection (an epoll server accepts
+       hundreds a millisecond). One not accepted yet when its line is written waits for that in its
+       latency, so a short wait can only make the figure worse. */
+    struct timespec settle = { 0, (long)(20 + n / 10) * 1000000L };
+    nanosleep(&settle, NULL);
+    for (int i = 0; i < n; i++) {
+        struct connection *c = &connections[i];
+        if (c->done || c->fd < 0) continue;
+        c->start = now_us();
+        if (write(c->fd, request, (size_t)request_length) != request_length) {
+            slots[i].micros = now_us() - c->start; close(c->fd); c->fd = -1; c->done = 1; open--; continue;
+        }
+        drain(epoll, connections, slots, &open, 0);
+    }
+    while (open > 0 && now_us() < deadline)
+        if (drain(epoll, connections, slots, &open, 1000) < 0 && errno != EINTR) break;
+    for (int i = 0; i < n; i++) if (connections[i].fd >= 0) close(connections[i].fd);   /* past the deadline: errors */
     close(epoll);
     return retries;
 }
@@ -153,11 +192,11 @@ static void report(const char *name, const char *prefix, double *values, int cou
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) { fprintf(stderr, "usage: agent-load SOCKET PROVIDER [N] [REPEAT] [NAME] [threads|epoll]\n"); return 2; }
+    if (argc < 3) { fprintf(stderr, "usage: agent-load SOCKET PROVIDER [N] [REPEAT] [NAME] [threads|epoll|burst]\n"); return 2; }
     int n = argc > 3 ? atoi(argv[3]) : 1000, repeat = argc > 4 ? atoi(argv[4]) : 5;
     const char *name = argc > 5 ? argv[5] : "agent";
-    int epoll_mode = argc > 6 && strcmp(argv[6], "epoll") == 0;
-    if (argc > 6 && !epoll_mode && strcmp(argv[6], "threads") != 0) return 2;
+    int epoll_mode = argc > 6 && strcmp(argv[6], "epoll") == 0, burst_mode = argc > 6 && strcmp(argv[6], "burst") == 0;
+    if (argc > 6 && !epoll_mode && !burst_mode && strcmp(argv[6], "threads") != 0) return 2;
     /* n descriptors open at once, besides stdio and the epoll descriptor. */
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < (rlim_t)n + 64 && limit.rlim_max >= (rlim_t)n + 64) {
@@ -169,7 +208,7 @@ int main(int argc, char **argv) {
     request_length = snprintf(request, sizeof request, "{\"v\":1,\"token\":\"%s\"}\n", argv[2]);
     struct slot *slots = calloc((size_t)n, sizeof *slots);
     pthread_t *threads = calloc((size_t)n, sizeof *threads);
-    struct connection *connections = epoll_mode ? calloc((size_t)n, sizeof *connections) : NULL;
+    struct connection *connections = epoll_mode || burst_mode ? calloc((size_t)n, sizeof *connections) : NULL;
     double *all = calloc((size_t)(n * repeat), sizeof *all), *one = calloc((size_t)n, sizeof *one);
     int all_errors = 0;
     pthread_attr_t attributes;
@@ -178,9 +217,9 @@ int main(int argc, char **argv) {
     for (int r = 0; r < repeat; r++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "load_r%d", r + 1);
-        if (epoll_mode) {
+        if (epoll_mode || burst_mode) {
             double wall = now_us();
-            int retries = run_epoll(n, slots, connections);
+            int retries = epoll_mode ? run_epoll(n, slots, connections) : run_burst(n, slots, connections);
             wall = now_us() - wall;
             if (retries < 0) { fprintf(stderr, "epoll_create1 failed\n"); return 1; }
             int errors = 0;
