@@ -2,6 +2,7 @@ import AuthflowCLI
 import Foundation
 import OAuthFlow
 import OAuthFlowTesting
+import TestSupport
 import Testing
 
 /// `authflow token P --dpop-proof METHOD URL` and `status` for DPoP-bound tokens (RFC 9449 §7.1).
@@ -10,12 +11,6 @@ struct DPoPProofCLITests {
     /// A client-credentials provider with `"dpop": true`.
     static func entry(_ base: String) -> String {
         #"{ "id": "pay", "clientID": "client-pay", "tokenURL": "\#(base)/token", "clientSecret": "s3cret", "dpop": true, "scopes": ["read"] }"#
-    }
-
-    static func decode(_ part: Substring) throws -> [String: Any] {
-        let bytes = try #require(Data(base64Encoded: String(part).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-            .padding(toLength: (part.count + 3) / 4 * 4, withPad: "=", startingAt: 0)))
-        return try #require(try JSONSerialization.jsonObject(with: bytes) as? [String: Any])
     }
 
     @Test("--dpop-proof prints exactly the Authorization: DPoP and DPoP lines for curl -H @-; the proof names the method, the URL without query and the token")
@@ -32,13 +27,10 @@ struct DPoPProofCLITests {
         #expect(lines.count == 3 && lines[2].isEmpty)
         #expect(lines[0] == "Authorization: DPoP at-dpop-1")
         #expect(lines[1].hasPrefix("DPoP: "))
-        let parts = lines[1].dropFirst("DPoP: ".count).split(separator: ".", omittingEmptySubsequences: false)
-        #expect(parts.count == 3)
-        let header = try Self.decode(parts[0])
-        let claims = try Self.decode(parts[1])
-        #expect(header["typ"] as? String == "dpop+jwt" && header["alg"] as? String == "ES256")
-        #expect(claims["htm"] as? String == "GET" && claims["htu"] as? String == "https://api.example.com/v1/pay")
-        #expect(claims["ath"] as? String != nil)
+        let proof = try WireJWS(lines[1].dropFirst("DPoP: ".count))
+        #expect(proof.header["typ"] as? String == "dpop+jwt" && proof.header["alg"] as? String == "ES256")
+        #expect(proof.claims["htm"] as? String == "GET" && proof.claims["htu"] as? String == "https://api.example.com/v1/pay")
+        #expect(proof.claims["ath"] as? String != nil)
         #expect(h.mock.requests(.token).first?.header("DPoP") != nil, "the token request carried a proof too")
 
         let status = await h.run(["status", "pay", "--json"])

@@ -219,18 +219,13 @@ extension HostileCLITests {
     }
 
     @Test("a hostile server: the exit code, the typed error on stderr, what ended it, bounded attempts, the stored entry intact",
-          arguments: CLISelection.selected(transportCases))
+          arguments: HostileServer.selected(transportCases))
     func transportLevel(_ test: TransportCase) async throws {
         await HostileServer.flows.enter()
         defer { Task { await HostileServer.flows.leave() } }
-        let server = try HostileServer()
-        let elsewhere = try HostileServer()
+        let (server, elsewhere) = try HostileServer.transportCase(test.mode, paths: test.command.hostilePaths, good: test.command.goodBody)
         defer { server.stop(); elsewhere.stop() }
-        elsewhere.script("/stolen", .reply(200, test.command.goodBody(server)))
         if test.command == .devicePolling { server.script("/device", .reply(200, HostileCommand.deviceLogin.goodBody(server))) }
-        let behaviour = HostileServer.behaviour(test.mode, good: test.command.goodBody(server),
-                                                elsewhere: "http://localhost:\(elsewhere.port)/stolen", endless: 64 << 20)
-        for path in test.command.hostilePaths { server.script(path, behaviour) }
         let rig = try await CLIRig(server: server, command: test.command)
         defer { rig.remove() }
         let before = rig.storedBytes
@@ -247,14 +242,6 @@ extension HostileCLITests {
         if test.command == .logout, expected.code != nil {
             #expect(result.stdout.contains("Forgot the tokens of hostile locally."), "\(result.stdout)")
         }
-    }
-}
-
-/// `HOSTILE_FILTER=text` runs only the cases whose description contains `text`.
-enum CLISelection {
-    static func selected<Case: CustomTestStringConvertible>(_ cases: [Case]) -> [Case] {
-        guard let filter = ProcessInfo.processInfo.environment["HOSTILE_FILTER"], !filter.isEmpty else { return cases }
-        return cases.filter { $0.testDescription.contains(filter) }
     }
 }
 
@@ -321,7 +308,7 @@ extension HostileCLITests {
                     body: { _ in #"{"error":"\u001b[2J"}"# }, code: .serverRejected),
     ]
 
-    @Test("a hostile body: exit code 65 and the typed error, nothing stored changes", arguments: CLISelection.selected(contentCases))
+    @Test("a hostile body: exit code 65 and the typed error, nothing stored changes", arguments: HostileServer.selected(contentCases))
     func hostileContent(_ test: ContentCase) async throws {
         await HostileServer.flows.enter()
         defer { Task { await HostileServer.flows.leave() } }
@@ -453,7 +440,7 @@ extension HostileCLITests {
     ]
 
     @Test("the built binary against a hostile server: exit code, typed error, no crash, the stored entry intact",
-          arguments: CLISelection.selected(binaryCases))
+          arguments: HostileServer.selected(binaryCases))
     func binary(_ test: BinaryCase) async throws {
         await HostileServer.flows.enter()
         defer { Task { await HostileServer.flows.leave() } }

@@ -2,6 +2,7 @@ import AuthflowCLI
 import Foundation
 import OAuthFlow
 import OAuthFlowTesting
+import TestSupport
 import Testing
 
 @Suite("authflow and the grants that need no person: token exchange, JWT-bearer with a client key, client credentials (issue 17)")
@@ -75,17 +76,10 @@ struct TokenExchangeCLITests {
         let sent = try #require(h.mock.requests(.token).first)
         #expect(sent.formPairs.map(\.0) == ["grant_type", "assertion", "scope", "client_id"])
         #expect(sent.form["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer" && sent.form["client_id"] == "jb-client")
-        let parts = try #require(sent.form["assertion"]).split(separator: ".")
-        let payload = try #require(Data(base64Encoded: Self.padded(String(parts[1]))))
-        let claims = try #require(try JSONSerialization.jsonObject(with: payload) as? [String: Any])
-        #expect(claims["iss"] as? String == "jb-client" && claims["sub"] as? String == "jb-client")
-        #expect(claims["aud"] as? String == h.mock.url(.token).absoluteString)
-        #expect(!result.stderr.contains(String(parts[2])))
-    }
-
-    static func padded(_ base64url: String) -> String {
-        let base64 = base64url.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        return base64 + String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        let assertion = try WireJWS(try #require(sent.form["assertion"]))
+        #expect(assertion.claims["iss"] as? String == "jb-client" && assertion.claims["sub"] as? String == "jb-client")
+        #expect(assertion.claims["aud"] as? String == h.mock.url(.token).absoluteString)
+        #expect(!result.stderr.contains(assertion.parts[2]))
     }
 
     @Test("grant client-credentials fetches on demand even when the entry has interactive endpoints")

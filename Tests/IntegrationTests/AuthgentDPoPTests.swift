@@ -1,5 +1,6 @@
 import Foundation
 @testable import OAuthFlow
+import TestSupport
 import Testing
 
 /// DPoP (RFC 9449) with the JWT-bearer grant (RFC 7523 §2.1) and token exchange (RFC 8693), judged by
@@ -20,8 +21,8 @@ struct AuthgentDPoPIntegration {
 
     static func transport() -> Exchanges { Exchanges(CurlTransport(timeout: 30, proxy: .none)) }
 
-    static func proof(_ exchange: Exchanges.Exchange) throws -> WireProof {
-        try WireProof(try #require(exchange.request.header("DPoP"), "no DPoP header to \(exchange.request.url.path)"))
+    static func proof(_ exchange: Exchanges.Exchange) throws -> WireJWS {
+        try WireJWS(try #require(exchange.request.header("DPoP"), "no DPoP header to \(exchange.request.url.path)"))
     }
 
     static func fields(_ exchange: Exchanges.Exchange) -> [String: String] {
@@ -35,7 +36,7 @@ struct AuthgentDPoPIntegration {
     /// Checks the two token requests authgent's required nonces cause for a provider that has none
     /// yet: a proof without `nonce` answered 401 `use_dpop_nonce` with a `DPoP-Nonce`, then a fresh
     /// proof (new `jti`) with that nonce, answered 200. Returns the second proof.
-    static func nonceExchange(_ exchanges: [Exchanges.Exchange], server: AuthgentServer, grantType: String) throws -> WireProof {
+    static func nonceExchange(_ exchanges: [Exchanges.Exchange], server: AuthgentServer, grantType: String) throws -> WireJWS {
         try #require(exchanges.count == 2, "\(exchanges.map { $0.response.status })")
         let (asked, granted) = (exchanges[0], exchanges[1])
         #expect(asked.response.status == 401 && body(asked)["error"] as? String == "use_dpop_nonce")

@@ -1,5 +1,6 @@
 import Foundation
 @testable import OAuthFlow
+import TestSupport
 import Testing
 
 /// A real server that does not implement DPoP (Authlib 1.9.6, `Server/credentials/credserver.py`)
@@ -25,7 +26,7 @@ struct DPoPIgnoredIntegration {
         let exchange = try #require(transport.to("/token").only)
         let fields = Dictionary(PushedAuthorizationIntegration.fields(exchange.request), uniquingKeysWith: { first, _ in first })
         #expect(fields["grant_type"] == grantType)
-        let proof = try WireProof(try #require(exchange.request.header("DPoP")))
+        let proof = try WireJWS(try #require(exchange.request.header("DPoP")))
         #expect(proof.header["typ"] as? String == "dpop+jwt" && proof.header["alg"] as? String == "ES256")
         #expect(proof.claims["htm"] as? String == "POST" && proof.claims["htu"] as? String == server.tokenURL.absoluteString)
         #expect(exchange.response.status == 200)

@@ -1,5 +1,6 @@
 import Foundation
 @testable import OAuthFlow
+import TestSupport
 import Testing
 
 /// DPoP (RFC 9449) made by OAuthFlow, judged by a real implementation: idpyoidc 5.0.0's DPoP add-on
@@ -48,7 +49,7 @@ struct DPoPIntegration {
         #expect(authorization.tokenType == "DPoP" && authorization.isDPoPBound && authorization.isRefreshable)
         let sent = try #require(try await server.received().only)
         #expect(sent.path == "/token" && sent.form["grant_type"] == "authorization_code")
-        let proof = try WireProof(try #require(sent.dpop))
+        let proof = try WireJWS(try #require(sent.dpop))
         #expect(proof.header["typ"] as? String == "dpop+jwt" && proof.header["alg"] as? String == algorithm.rawValue)
         #expect(Set(proof.header.keys) == ["typ", "alg", "jwk"] && proof.jwk["d"] == nil)
         #expect(Set(proof.claims.keys) == ["jti", "htm", "htu", "iat"])
@@ -80,7 +81,7 @@ struct DPoPIntegration {
         #expect(first.isDPoPBound && second.isDPoPBound)
         let sent = try await server.received()
         #expect(sent.map { $0.form["grant_type"] } == ["refresh_token", "refresh_token", "refresh_token"])
-        let proofs = try sent.map { try WireProof(try #require($0.dpop)) }
+        let proofs = try sent.map { try WireJWS(try #require($0.dpop)) }
         #expect(proofs[0].claims["nonce"] == nil)
         let nonces = proofs.map { $0.claims["nonce"] as? String }
         #expect(nonces[1] != nil && nonces[2] != nil && nonces[1] != nonces[2], "the nonce rotated after the first refresh")
@@ -109,7 +110,7 @@ struct DPoPIntegration {
         #expect(sent.map(\.path) == ["/api", "/api", "/api"])
         let token = try await flow.tokenSet(for: "idpy").accessToken
         #expect(sent.allSatisfy { $0.authorization == "DPoP \(token.reveal())" })
-        let proofs = try sent.map { try WireProof(try #require($0.dpop)) }
+        let proofs = try sent.map { try WireJWS(try #require($0.dpop)) }
         #expect(proofs.map { $0.claims["htm"] as? String } == ["GET", "POST", "POST"])
         #expect(proofs.allSatisfy { $0.claims["htu"] as? String == "\(server.issuer)/api" })
         #expect(proofs.allSatisfy { $0.claims["ath"] as? String == (try? DPoPProof.ath(token)) })
@@ -182,7 +183,7 @@ struct DPoPIntegration {
         do { _ = try await Self.loggedIn(server, store: store) }  // that flow is gone after this line
         let second = try await AuthFlow(providers: [Self.provider(server)], store: store)
         _ = try await second.refresh(provider: "idpy")
-        let proofs = try await server.received().map { try WireProof(try #require($0.dpop)) }
+        let proofs = try await server.received().map { try WireJWS(try #require($0.dpop)) }
         let thumbprints = try proofs.map { try $0.thumbprint() }
         #expect(thumbprints.count == 2 && thumbprints[0] == thumbprints[1])
     }
@@ -241,27 +242,6 @@ extension Trait where Self == ScriptedServerTrait {
             try await DPoPServer.$current.withValue(DPoPServer(port: port)) { try await suite() }
         }
     }
-}
-
-/// A decoded DPoP proof as it went on the wire.
-struct WireProof {
-    let header: [String: Any]
-    let claims: [String: Any]
-
-    init(_ compact: String) throws {
-        let parts = compact.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        try #require(parts.count == 3)
-        func object(_ part: String) throws -> [String: Any] {
-            let bytes = try #require(Base64URL.decode(part))
-            return try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
-        }
-        header = try object(parts[0])
-        claims = try object(parts[1])
-    }
-
-    var jwk: [String: String] { (header["jwk"] as? [String: String]) ?? [:] }
-    var jti: String? { claims["jti"] as? String }
-    func thumbprint() throws -> String { try DPoPProof.header(jwk: jwk, algorithm: .es256).thumbprint }
 }
 
 /// The query of `url` (first value wins).

@@ -2,6 +2,7 @@ import Foundation
 @testable import OAuthFlow
 import OAuthFlowTesting
 import Synchronization
+import TestSupport
 import Testing
 
 /// DPoP (RFC 9449) judged by glewlwyd 2.7.5 (Debian), the server of ``PushedAuthorizationIntegration``:
@@ -58,20 +59,15 @@ extension PushedAuthorizationIntegration {
         }
 
         /// The claims of a compact JWS (a request object, or glewlwyd's JWT access token).
-        static func claims(_ jwt: String) throws -> [String: Any] {
-            let parts = jwt.split(separator: ".", omittingEmptySubsequences: false)
-            try #require(parts.count == 3)
-            let bytes = try #require(Base64URL.decode(String(parts[1])))
-            return try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
-        }
+        static func claims(_ jwt: String) throws -> [String: Any] { try WireJWS(jwt).claims }
 
         /// The `cnf` `jkt` of glewlwyd's JWT access token: the thumbprint of the key it bound the token to.
         static func boundThumbprint(_ token: Secret) throws -> String? {
             (try claims(token.reveal())["cnf"] as? [String: Any])?["jkt"] as? String
         }
 
-        static func proof(_ exchange: Exchanges.Exchange) throws -> WireProof {
-            try WireProof(try #require(exchange.request.headerValue("DPoP"), "no DPoP header to \(exchange.request.url.path)"))
+        static func proof(_ exchange: Exchanges.Exchange) throws -> WireJWS {
+            try WireJWS(try #require(exchange.request.headerValue("DPoP"), "no DPoP header to \(exchange.request.url.path)"))
         }
 
         static func error(_ exchange: Exchanges.Exchange) -> String? {

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Synchronization
+public import Testing
 
 /// A hostile HTTP server on 127.0.0.1: each path answers with a scripted *behaviour* written as raw
 /// bytes on the socket (trickling, never answering, endless or broken bodies, resets), for the
@@ -384,4 +385,33 @@ public actor HostileGate {
 extension HostileServer {
     /// The one gate of every hostile suite in the test process (library and CLI suites alike).
     public static let flows = HostileGate(width: 12)
+}
+
+extension HostileServer {
+    /// The two servers of a transport-level case: `server` answers each of `paths` with `mode`'s
+    /// behaviour around the good answer `good(server)`, and `elsewhere` serves that good answer at
+    /// `/stolen`, where ``Mode/redirectElsewhere`` sends the client (by the name `localhost`: another
+    /// origin). An endless body is 64 MiB: endless to a 1 MiB limit, and light enough for hundreds of
+    /// parallel cases. Stop both when done.
+    public static func transportCase(
+        _ mode: Mode, paths: [String], good: (HostileServer) -> String
+    ) throws -> (server: HostileServer, elsewhere: HostileServer) {
+        let server = try HostileServer()
+        let elsewhere: HostileServer
+        do { elsewhere = try HostileServer() } catch {
+            server.stop()
+            throw error
+        }
+        elsewhere.script("/stolen", .reply(200, good(server)))
+        let answer = Self.behaviour(mode, good: good(server), elsewhere: "http://localhost:\(elsewhere.port)/stolen", endless: 64 << 20)
+        for path in paths { server.script(path, answer) }
+        return (server, elsewhere)
+    }
+
+    /// `HOSTILE_FILTER=text` runs only the cases whose description contains `text` (for debugging one);
+    /// unset or empty, every case.
+    public static func selected<Case: CustomTestStringConvertible>(_ cases: [Case]) -> [Case] {
+        guard let filter = ProcessInfo.processInfo.environment["HOSTILE_FILTER"], !filter.isEmpty else { return cases }
+        return cases.filter { $0.testDescription.contains(filter) }
+    }
 }

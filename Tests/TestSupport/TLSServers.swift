@@ -64,6 +64,9 @@ public final class TLSTestServer: Sendable {
     public enum Kind: Sendable {
         /// `openssl s_server -www`: answers any GET with a status page over HTTP/1.0.
         case openSSL
+        /// `openssl s_server -www -Verify 1`: as ``openSSL``, but the handshake fails unless the client
+        /// presents a certificate issued by (or equal to) the PEM certificate at `clientCA`.
+        case openSSLRequiringClientCertificate(clientCA: String)
         /// `nghttpd`: serves the files given at start over HTTP/2 (ALPN `h2`), echoes POST bodies.
         case http2(files: [String: String])
     }
@@ -78,24 +81,35 @@ public final class TLSTestServer: Sendable {
     private let process: ChildProcess
     private let documents: URL?
 
-    /// Starts the server and waits (at most 10 s) until it accepts connections.
-    public init(_ kind: Kind, certificates: TestCertificates) throws {
+    /// Starts the server with the certificates' server certificate and waits (at most 10 s) until it
+    /// accepts connections.
+    public convenience init(_ kind: Kind, certificates: TestCertificates) throws {
+        try self.init(kind, certificateFile: certificates.certificateFile.path, keyFile: certificates.keyFile.path,
+                      directory: certificates.directory)
+    }
+
+    /// Starts the server with the certificate and key at these paths (PEM) and waits (at most 10 s)
+    /// until it accepts connections. nghttpd's files go in a new folder of `directory`.
+    public init(_ kind: Kind, certificateFile: String, keyFile: String, directory: URL) throws {
         port = try LoopbackSocket.closedPort()
         process = ChildProcess()
+        let openSSL = ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificateFile, "-key", keyFile, "-www", "-quiet"]
         switch kind {
         case .openSSL:
             documents = nil
             process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-            process.arguments = ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificates.certificateFile.path,
-                                 "-key", certificates.keyFile.path, "-www", "-quiet"]
+            process.arguments = openSSL
+        case .openSSLRequiringClientCertificate(let clientCA):
+            documents = nil
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+            process.arguments = openSSL + ["-Verify", "1", "-CAfile", clientCA]
         case .http2(let files):
-            let root = certificates.directory.appendingPathComponent("htdocs-\(port)")
+            let root = directory.appendingPathComponent("htdocs-\(port)")
             try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
             for (path, body) in files { try Data(body.utf8).write(to: root.appendingPathComponent(path)) }
             documents = root
             process.executableURL = URL(fileURLWithPath: Self.nghttpdPath)
-            process.arguments = ["--address=127.0.0.1", "--htdocs=\(root.path)", "--echo-upload", "\(port)",
-                                 certificates.keyFile.path, certificates.certificateFile.path]
+            process.arguments = ["--address=127.0.0.1", "--htdocs=\(root.path)", "--echo-upload", "\(port)", keyFile, certificateFile]
         }
         do {
             try LoopbackSocket.runServer(process, port: port)

@@ -9,6 +9,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "read-line.h"
+
 int main(int argc, char **argv) {
     if (argc != 3) { fprintf(stderr, "usage: agent-client SOCKET PROVIDER\n"); return 2; }
     struct sockaddr_un address = { .sun_family = AF_UNIX };
@@ -20,15 +22,8 @@ int main(int argc, char **argv) {
     int length = snprintf(request, sizeof request, "{\"v\":1,\"token\":\"%s\"}\n", argv[2]);
     if (length <= 0 || length >= (int)sizeof request || write(fd, request, (size_t)length) != length) { perror("write"); return 1; }
     static char answer[65536];
-    size_t used = 0;
-    for (;;) {
-        ssize_t got = read(fd, answer + used, sizeof answer - 1 - used);
-        if (got <= 0) break;
-        used += (size_t)got;
-        if (memchr(answer, '\n', used) || used == sizeof answer - 1) break;
-    }
+    read_line(fd, answer, sizeof answer);
     close(fd);
-    answer[used] = 0;
     const char *key = "\"access_token\":\"";
     char *start = strstr(answer, key);
     if (!start) { fprintf(stderr, "agent answered: %s", answer); return 1; }

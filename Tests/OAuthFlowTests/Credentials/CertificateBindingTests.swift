@@ -122,7 +122,7 @@ struct CertificateBindingTests {
         let files = try KeyFiles()
         defer { files.remove() }
         let provider = try Self.mtlsProvider(files)
-        let server = try await onOwnThread { try MutualTLSTests.RequiringServer(certificates: certificates, clientCA: files.path("cert.pem")) }
+        let server = try await TLSTestServer.start(.openSSLRequiringClientCertificate(clientCA: files.path("cert.pem")), certificates: certificates)
         defer { server.stop() }
         let transport = ScriptedTransport()
         transport.script("/token", [.token("opaque-bound-1")])

@@ -11,6 +11,16 @@ struct ClientKeyRefusalTests {
         let expected: String
     }
 
+    /// A `make` that writes key.pem with `openssl arguments(path)` and gives it mode 0600.
+    static func generated(_ arguments: @escaping @Sendable (String) -> [String]) -> @Sendable (KeyFiles) throws -> String {
+        { files in
+            let path = files.path("key.pem")
+            try KeyFiles.openssl(arguments(path))
+            try files.chmod("key.pem", 0o600)
+            return path
+        }
+    }
+
     static let cases: [Case] = [
         Case(description: "mode 0644", make: { files in
             let path = try files.key(.p256SEC1)
@@ -22,30 +32,17 @@ struct ClientKeyRefusalTests {
             try files.chmod("key.pem", 0o640)
             return path
         }, expected: "(mode 0640)"),
-        Case(description: "encrypted PKCS#8", make: { files in
-            let path = files.path("key.pem")
-            try KeyFiles.openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-aes-256-cbc", "-pass", "pass:test",
-                                  "-out", path])
-            try files.chmod("key.pem", 0o600)
-            return path
+        Case(description: "encrypted PKCS#8", make: generated { path in
+            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-aes-256-cbc", "-pass", "pass:test", "-out", path]
         }, expected: "holds an encrypted private key, which OAuthFlow does not decrypt"),
-        Case(description: "encrypted PKCS#1 (Proc-Type: 4,ENCRYPTED)", make: { files in
-            let path = files.path("key.pem")
-            try KeyFiles.openssl(["genrsa", "-traditional", "-aes256", "-passout", "pass:test", "-out", path, "2048"])
-            try files.chmod("key.pem", 0o600)
-            return path
+        Case(description: "encrypted PKCS#1 (Proc-Type: 4,ENCRYPTED)", make: generated { path in
+            ["genrsa", "-traditional", "-aes256", "-passout", "pass:test", "-out", path, "2048"]
         }, expected: "holds an encrypted private key"),
-        Case(description: "RSA 1024", make: { files in
-            let path = files.path("key.pem")
-            try KeyFiles.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", path])
-            try files.chmod("key.pem", 0o600)
-            return path
+        Case(description: "RSA 1024", make: generated { path in
+            ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", path]
         }, expected: "is an RSA-1024 key; RSA keys must have at least 2048 bits"),
-        Case(description: "secp256k1", make: { files in
-            let path = files.path("key.pem")
-            try KeyFiles.openssl(["ecparam", "-name", "secp256k1", "-genkey", "-noout", "-out", path])
-            try files.chmod("key.pem", 0o600)
-            return path
+        Case(description: "secp256k1", make: generated { path in
+            ["ecparam", "-name", "secp256k1", "-genkey", "-noout", "-out", path]
         }, expected: "is an EC key on secp256k1; use P-256, P-384 or P-521"),
         Case(description: "missing", make: { files in files.path("absent.pem") }, expected: "does not exist"),
         Case(description: "a directory", make: { files in files.directory.path }, expected: "is not a regular file"),

@@ -5,31 +5,6 @@ import TestSupport
 
 @Suite("Mutual TLS: CurlTransport presents the client certificate (RFC 8705 §2)")
 struct MutualTLSTests {
-    /// `openssl s_server -www` that requires a client certificate issued by (here: equal to) `clientCA`.
-    final class RequiringServer: Sendable {
-        let port: UInt16
-        private let process: ChildProcess
-
-        init(certificates: TestCertificates, clientCA: String) throws {
-            port = try LoopbackSocket.closedPort()
-            process = ChildProcess()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-            process.arguments = ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificates.certificateFile.path,
-                                 "-key", certificates.keyFile.path, "-www", "-quiet", "-Verify", "1", "-CAfile", clientCA]
-            do {
-                try LoopbackSocket.runServer(process, port: port)
-            } catch {
-                stop()
-                throw error
-            }
-        }
-
-        func stop() {
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-        }
-    }
-
     @Test("With the identity the server sees our certificate; without it the handshake fails (.transport)")
     func presentsCertificate() async throws {
         let certificates = try await TestCertificates.make()
@@ -40,7 +15,7 @@ struct MutualTLSTests {
         let certificatePath = try files.certificate(for: keyPath)
         // Checked as the catalog checks them: the pair matches.
         #expect(try ClientCertificate(contentsOfFile: certificatePath).matches(try ClientKey(contentsOfFile: keyPath)))
-        let server = try await onOwnThread { try RequiringServer(certificates: certificates, clientCA: certificatePath) }
+        let server = try await TLSTestServer.start(.openSSLRequiringClientCertificate(clientCA: certificatePath), certificates: certificates)
         defer { server.stop() }
         let url = try #require(URL(string: "https://localhost:\(server.port)/"))
 

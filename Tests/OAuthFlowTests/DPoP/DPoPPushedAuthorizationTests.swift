@@ -1,6 +1,7 @@
 import Foundation
 @testable import OAuthFlow
 import OAuthFlowTesting
+import TestSupport
 import Testing
 
 /// DPoP on the pushed authorization request (RFC 9449 §10.1 with RFC 9126): the exact proof on
@@ -24,8 +25,8 @@ struct DPoPPushedAuthorizationTests {
         FormEncoding.decode(String(decoding: request.body ?? Data(), as: UTF8.self))
     }
 
-    func proofs(_ path: String) throws -> [WireProof] {
-        try server.requests(path).map { try WireProof(try #require($0.header("DPoP"))) }
+    func proofs(_ path: String) throws -> [WireJWS] {
+        try server.requests(path).map { try WireJWS(try #require($0.header("DPoP"))) }
     }
 
     @Test("the push carries one proof: typ dpop+jwt, the public jwk, htm POST, htu the PAR URL without its query, iat, a fresh jti; dpop_jkt pushed matches it and the code exchange proves the same key")
@@ -39,7 +40,7 @@ struct DPoPPushedAuthorizationTests {
         let push = try #require(server.requests("/par").only)
         #expect(push.headerValues("DPoP").count == 1)
         #expect(push.headerValues("Authorization") == [ClientAuthentication.basicAuthorization(clientID: "cli-1", secret: Secret("s3cret"))])
-        let proof = try WireProof(try #require(push.header("DPoP")))
+        let proof = try WireJWS(try #require(push.header("DPoP")))
         #expect(Set(proof.header.keys) == ["typ", "alg", "jwk"])
         #expect(proof.header["typ"] as? String == "dpop+jwt" && proof.header["alg"] as? String == "ES256")
         #expect(proof.jwk["kty"] == "EC" && proof.jwk["crv"] == "P-256" && proof.jwk["d"] == nil)

@@ -4,49 +4,6 @@ import OAuthFlowTesting
 import TestSupport
 import Testing
 
-/// A decoded DPoP proof as it went on the wire.
-struct WireProof {
-    let header: [String: Any]
-    let claims: [String: Any]
-    let signingInput: String
-    let signature: [UInt8]
-
-    init(_ compact: String) throws {
-        let parts = compact.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        try #require(parts.count == 3)
-        func object(_ part: String) throws -> [String: Any] {
-            let bytes = try #require(Base64URL.decode(part))
-            return try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
-        }
-        header = try object(parts[0])
-        claims = try object(parts[1])
-        signingInput = parts[0] + "." + parts[1]
-        signature = try #require(Base64URL.decode(parts[2]))
-    }
-
-    var jwk: [String: String] { (header["jwk"] as? [String: String]) ?? [:] }
-    var jti: String? { claims["jti"] as? String }
-
-    /// True when the signature verifies with the header's own `jwk` (RFC 9449 §4.3 step 6-7).
-    func verifies() throws -> Bool {
-        let algorithm = try #require(JWSAlgorithm(rawValue: header["alg"] as? String ?? ""))
-        let key: PublicKey
-        switch jwk["kty"] {
-        case "EC":
-            let curve = try #require(EllipticCurve(rawValue: jwk["crv"] ?? ""))
-            key = try PublicKey.ec(curve: curve, x: try #require(Base64URL.decode(jwk["x"] ?? "")), y: try #require(Base64URL.decode(jwk["y"] ?? "")))
-        case "OKP":
-            key = try PublicKey.ed25519(x: try #require(Base64URL.decode(jwk["x"] ?? "")))
-        default:
-            key = try PublicKey.rsa(modulus: try #require(Base64URL.decode(jwk["n"] ?? "")), exponent: try #require(Base64URL.decode(jwk["e"] ?? "")))
-        }
-        return try key.verify(algorithm, signingInput: Array(signingInput.utf8), signature: signature)
-    }
-
-    /// RFC 7638 thumbprint of the header's `jwk`.
-    func thumbprint() throws -> String { try DPoPProof.header(jwk: jwk, algorithm: .es256).thumbprint }
-}
-
 @Suite("DPoP proofs and keys (RFC 9449 §4, RFC 7638)", .timeLimit(.minutes(1)))
 struct DPoPProofTests {
     @Test("RFC 7638 §3.1: the thumbprint of the example RSA key; members other than the required ones are ignored")
@@ -77,8 +34,8 @@ struct DPoPProofTests {
         let prover = DPoPProver(key)
         let url = URL(string: "https://Server.example:8443/token/path?x=1#frag")!
         let now = Date(timeIntervalSince1970: 1_700_000_000.9)
-        let first = try WireProof(try await prover.proof(method: "POST", url: url, nonce: nil, now: now).reveal())
-        let second = try WireProof(try await prover.proof(method: "POST", url: url, nonce: "n-1", accessToken: Secret("at-1"), now: now).reveal())
+        let first = try WireJWS(try await prover.proof(method: "POST", url: url, nonce: nil, now: now).reveal())
+        let second = try WireJWS(try await prover.proof(method: "POST", url: url, nonce: "n-1", accessToken: Secret("at-1"), now: now).reveal())
 
         #expect(first.header["typ"] as? String == "dpop+jwt" && first.header["alg"] as? String == algorithm.rawValue)
         #expect(Set(first.header.keys) == ["typ", "alg", "jwk"])
@@ -155,8 +112,8 @@ struct DPoPFlowTests {
         try await AuthFlow(providers: [provider], store: store, transport: authServer, options: options(clock))
     }
 
-    func proofs(_ path: String = "/token") throws -> [WireProof] {
-        try authServer.requests(path).map { try WireProof(try #require($0.header("DPoP"))) }
+    func proofs(_ path: String = "/token") throws -> [WireJWS] {
+        try authServer.requests(path).map { try WireJWS(try #require($0.header("DPoP"))) }
     }
 
     @Test("client credentials: the token request carries one proof (POST, the token URL); token_type DPoP is accepted and marked DPoP-bound")
@@ -171,7 +128,7 @@ struct DPoPFlowTests {
         #expect(authorization.isDPoPBound && authorization.tokenType == "DPoP")
         let sent = try #require(authServer.requests("/token").only)
         #expect(sent.headerValues("DPoP").count == 1)
-        let proof = try WireProof(try #require(sent.header("DPoP")))
+        let proof = try WireJWS(try #require(sent.header("DPoP")))
         #expect(proof.claims["htm"] as? String == "POST" && proof.claims["htu"] as? String == "https://as.test/token")
         #expect(proof.claims["ath"] == nil && proof.claims["nonce"] == nil)
         #expect(try proof.verifies())
@@ -386,7 +343,7 @@ struct DPoPFlowTests {
         let sent = api.requests("/invoices")
         #expect(sent.count == 2)
         #expect(sent.map { $0.headerValues("Authorization") } == [["DPoP at-1"], ["DPoP at-1"]])
-        let proofs = try sent.map { try WireProof(try #require($0.header("DPoP"))) }
+        let proofs = try sent.map { try WireJWS(try #require($0.header("DPoP"))) }
         for proof in proofs {
             #expect(proof.claims["htm"] as? String == "GET" && proof.claims["htu"] as? String == "https://api.test/invoices")
             #expect(proof.claims["ath"] as? String == (try DPoPProof.ath(Secret("at-1"))))
@@ -423,7 +380,7 @@ struct DPoPFlowTests {
         #expect(info.subject == "u-1")
         let sent = try #require(authServer.requests("/userinfo").only)
         #expect(sent.headerValues("Authorization") == ["DPoP at-1"])
-        let proof = try WireProof(try #require(sent.header("DPoP")))
+        let proof = try WireJWS(try #require(sent.header("DPoP")))
         #expect(proof.claims["htm"] as? String == "GET" && proof.claims["htu"] as? String == "https://as.test/userinfo")
         #expect(proof.claims["ath"] as? String == (try DPoPProof.ath(Secret("at-1"))))
     }

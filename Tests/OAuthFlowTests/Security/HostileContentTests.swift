@@ -164,7 +164,7 @@ extension HostileServerTests {
         [HostileTarget.clientCredentials, .refresh, .authorizationCode, .devicePolling].flatMap(tokenBodies) + deviceBodies
 
     @Test("a hostile body from a token or device endpoint is a typed error naming the member; nothing stored changes",
-          arguments: Hostile.selected(contentCases))
+          arguments: HostileServer.selected(contentCases))
     func hostileContent(_ test: ContentCase) async throws {
         await HostileServer.flows.enter()
         defer { Task { await HostileServer.flows.leave() } }
@@ -184,7 +184,7 @@ extension HostileServerTests {
     }
 
     @Test("a hostile discovery, JWKS, userinfo or introspection document is a typed error; nothing stored changes",
-          arguments: Hostile.selected(documentCases))
+          arguments: HostileServer.selected(documentCases))
     func hostileDocument(_ test: DocumentCase) async throws {
         await HostileServer.flows.enter()
         defer { Task { await HostileServer.flows.leave() } }
@@ -227,7 +227,7 @@ extension HostileServerTests {
         PollingCase(name: "a 503 without an OAuth body", expiresIn: 60, interval: 1, answers: "<html>busy</html>", status: 503, code: .httpStatus),
     ]
 
-    @Test("device polling never sleeps past expires_in, whatever the server asks (RFC 8628 §3.5)", arguments: Hostile.selected(pollingCases))
+    @Test("device polling never sleeps past expires_in, whatever the server asks (RFC 8628 §3.5)", arguments: HostileServer.selected(pollingCases))
     func pollingAbuse(_ test: PollingCase) async throws {
         await HostileServer.flows.enter()
         defer { Task { await HostileServer.flows.leave() } }

@@ -235,12 +235,6 @@ enum Hostile {
                           elsewhere: elsewhere?.requests() ?? [], sleeps: clock.sleeps)
     }
 
-    /// `HOSTILE_FILTER=text` runs only the cases whose description contains `text` (for debugging one).
-    static func selected<Case: CustomTestStringConvertible>(_ cases: [Case]) -> [Case] {
-        guard let filter = ProcessInfo.processInfo.environment["HOSTILE_FILTER"], !filter.isEmpty else { return cases }
-        return cases.filter { $0.testDescription.contains(filter) }
-    }
-
     /// Every secret the rig uses; none may appear in an error's text or dump.
     static let secrets = [accessToken, refreshToken, clientSecret, "new-at", "new-rt", "dc-1"]
 
@@ -342,18 +336,12 @@ extension HostileServerTests {
     }
 
     @Test("a hostile transport-level answer ends in its typed error, by the deadline only when nothing else ends it, with the stored entry intact",
-          arguments: Hostile.selected(transportCases))
+          arguments: HostileServer.selected(transportCases))
     func transportLevel(_ test: TransportCase) async throws {
         await HostileServer.flows.enter()
         defer { Task { await HostileServer.flows.leave() } }
-        let server = try HostileServer()
-        let elsewhere = try HostileServer()
+        let (server, elsewhere) = try HostileServer.transportCase(test.mode, paths: test.target.hostilePaths, good: test.target.goodBody)
         defer { server.stop(); elsewhere.stop() }
-        elsewhere.script("/stolen", .reply(200, test.target.goodBody(server)))
-        // 64 MiB is "endless" to a 1 MiB limit, and keeps hundreds of parallel cases light.
-        let behaviour = HostileServer.behaviour(test.mode, good: test.target.goodBody(server),
-                                                elsewhere: "http://localhost:\(elsewhere.port)/stolen", endless: 64 << 20)
-        for path in test.target.hostilePaths { server.script(path, behaviour) }
         let transport = Hostile.transport(test.kind, timeout: test.isSlow ? Hostile.shortDeadline : Hostile.longDeadline)
 
         let run = try await Hostile.run(test.target, server: server, elsewhere: elsewhere, transport: transport)

@@ -5,6 +5,7 @@ import FoundationNetworking
 import OAuthFlow
 import OAuthFlowTesting
 import OAuthFlowURLSession
+import TestSupport
 import Testing
 
 /// `URLRequest.authorize(with:)` (OAuthFlowURLSession/URLRequest+Authorization.swift).
@@ -112,11 +113,5 @@ struct URLRequestDPoPTests {
         #expect(try Self.claims(try #require(request.value(forHTTPHeaderField: "DPoP")))["nonce"] as? String == "rs-1")
     }
 
-    static func claims(_ proof: String) throws -> [String: Any] {
-        let part = String(proof.split(separator: ".")[1])
-        let padded = part.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-            .padding(toLength: (part.count + 3) / 4 * 4, withPad: "=", startingAt: 0)
-        let data = try #require(Data(base64Encoded: padded))
-        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
-    }
+    static func claims(_ proof: String) throws -> [String: Any] { try WireJWS(proof).claims }
 }

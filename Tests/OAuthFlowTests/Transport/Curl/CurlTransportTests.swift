@@ -601,11 +601,11 @@ struct CurlTransportTests {
 }
 
 
-/// `openssl s_server -www` on 127.0.0.1 with a fresh self-signed certificate for `localhost`.
+/// `openssl s_server -www` on 127.0.0.1 (a ``TLSTestServer``) with a fresh self-signed certificate for `localhost`.
 final class SelfSignedTLSServer: Sendable {
-    let port: UInt16
-    private let process: ChildProcess
+    private let server: TLSTestServer
     private let directory: URL
+    var port: UInt16 { server.port }
 
     init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("oauthflow-tls-\(UUID().uuidString)")
@@ -621,24 +621,16 @@ final class SelfSignedTLSServer: Sendable {
         try generate.run()
         generate.waitUntilExit()
         guard generate.terminationStatus == 0 else { throw POSIXError(.EIO) }
-
-        // s_server buffers its "ACCEPT host:port" line when stdout is a pipe: choose the port here and
-        // wait (at most 10 s) until it accepts connections.
-        port = try LoopbackSocket.closedPort()
-        process = ChildProcess()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", cert, "-key", key, "-www", "-naccept", "4"]
         do {
-            try LoopbackSocket.runServer(process, port: port)
+            server = try TLSTestServer(.openSSL, certificateFile: cert, keyFile: key, directory: directory)
         } catch {
-            stop()
+            try? FileManager.default.removeItem(at: directory)
             throw error
         }
     }
 
     func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }   // s_server ignores SIGTERM while it waits
-        process.waitUntilExit()
+        server.stop()
         try? FileManager.default.removeItem(at: directory)
     }
 }
