@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "read-line.h"
+
 static struct sockaddr_un address = { .sun_family = AF_UNIX };
 static char request[512];
 static int request_length;
@@ -55,14 +57,7 @@ static void *client(void *argument) {
     slot->error = 1;
     if (fd >= 0 && connect(fd, (struct sockaddr *)&address, sizeof address) == 0
         && write(fd, request, (size_t)request_length) == request_length) {
-        size_t used = 0;
-        for (;;) {
-            ssize_t got = read(fd, answer + used, sizeof answer - 1 - used);
-            if (got <= 0) break;
-            used += (size_t)got;
-            if (memchr(answer, '\n', used) || used == sizeof answer - 1) break;
-        }
-        answer[used] = 0;
+        read_line(fd, answer, sizeof answer);
         slot->error = strstr(answer, "\"access_token\"") == NULL;
     }
     slot->micros = now_us() - start;
