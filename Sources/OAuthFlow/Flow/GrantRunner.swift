@@ -53,8 +53,8 @@ extension AuthFlow {
     /// With `proof`, every request carries a DPoP proof (RFC 9449 §5).
     private func exchange(_ grant: GrantRequest, for provider: Provider, proof: DPoPProver?) async throws(OAuthError) -> TokenResponse {
         let url = try await requiredEndpoint(.token, of: provider)
-        try await checkClientAssertionAlgorithm(for: provider)
-        let client = client(for: provider)
+        let client = client(for: provider)   // looked up once: the check and the request use it
+        try await checkClientAssertionAlgorithm(for: provider, client: client)
         do {
             switch grant.exchange {
             case .post(let fields, let scope):
