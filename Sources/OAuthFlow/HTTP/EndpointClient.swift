@@ -53,7 +53,7 @@ final class EndpointClient: Sendable {
             ("User-Agent", provider.userAgent ?? userAgent),
         ])
         try await authentication.apply(to: &post)
-        return HTTPRequest(method: "POST", url: url, headers: post.headers, body: Data(utf8Of: FormEncoding.encode(post.fields)))
+        return HTTPRequest(method: "POST", url: url, headers: post.headers, body: FormEncoding.body(post.fields))
     }
 
     /// A GET of `url`; with `bearer`, authorized by that access token (RFC 6750 §2.1) — the

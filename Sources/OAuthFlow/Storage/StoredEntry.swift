@@ -70,7 +70,7 @@ enum StoredEntry {
         out.append("},\"version\":")
         out.append(contentsOf: String(version))
         out.append("}")
-        return Data(out.bytes)
+        return Data(copying: out.bytes)
     }
 
     /// The bytes of an entry as they are written.
