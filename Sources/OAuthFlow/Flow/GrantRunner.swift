@@ -37,7 +37,8 @@ extension AuthFlow {
         let response: TokenResponse
         let proof: DPoPProver?
         do {
-            proof = try await dpopProver(for: provider, previous: grant.previous)
+            // Checked here too, so a provider without DPoP (most) makes no async call for it.
+            proof = provider.dpop == .off ? nil : try await dpopProver(for: provider, previous: grant.previous)
             response = try await exchange(grant, for: provider, proof: proof)
         } catch {
             guard let previous = grant.previous else { throw fail(provider.id, error) }
@@ -52,9 +53,17 @@ extension AuthFlow {
     /// request through the provider's client, which adds the client's authentication.
     /// With `proof`, every request carries a DPoP proof (RFC 9449 §5).
     private func exchange(_ grant: GrantRequest, for provider: Provider, proof: DPoPProver?) async throws(OAuthError) -> TokenResponse {
-        let url = try await requiredEndpoint(.token, of: provider)
+        // The catalog's token endpoint, when it has one, without the async call that would also
+        // look for a discovered one (requiredEndpoint's first step is the same lookup).
+        let url: URL
+        if let configured = Self.configuredURL(.token, of: provider) {
+            url = configured
+        } else {
+            url = try await requiredEndpoint(.token, of: provider)
+        }
         let client = client(for: provider)   // looked up once: the check and the request use it
-        try await checkClientAssertionAlgorithm(for: provider, client: client)
+        // Only a client that signs assertions has an algorithm to check (the check's own first test).
+        if case .assertion = client.authentication { try await checkClientAssertionAlgorithm(for: provider, client: client) }
         do {
             switch grant.exchange {
             case .post(let fields, let scope):
