@@ -113,7 +113,10 @@ extension AuthFlow {
     /// and a certificate-bound access token's `cnf` (Credentials/CertificateBinding.swift).
     private func validate(_ response: TokenResponse, of grant: GrantRequest, for provider: Provider) async throws(OAuthError) -> TokenSet {
         let now = options.now()
-        let idToken = try await verifiedIDToken(response, of: grant, for: provider, now: now)
+        // Without an id_token only an authorization code answer can be refused for it (the step's own
+        // rule), so the other grants skip the async call.
+        let idToken = response.idToken == nil && grant.grant != .authorizationCode
+            ? nil : try await verifiedIDToken(response, of: grant, for: provider, now: now)
         try CertificateBinding.check(accessToken: response.accessToken, provider: provider)   // RFC 8705 §3, mutual TLS only
         var set: TokenSet
         if let previous = grant.previous {
