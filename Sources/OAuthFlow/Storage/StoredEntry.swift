@@ -18,6 +18,8 @@ import Foundation
 /// holds CR LF, or whose type is not Bearer, is a `.storage` error too.
 enum StoredEntry {
     static let version = 1
+    /// ``version`` as written, made once (`String(version)` went through `description` on every save).
+    private static let versionText = String(version)
 
     /// The entry's bytes: written directly into a byte buffer, without a general-purpose encoder
     /// (it runs on every fetch).
@@ -68,7 +70,7 @@ enum StoredEntry {
         out.append("],\"tokenType\":")
         out.quote(set.tokenType)
         out.append("},\"version\":")
-        out.append(contentsOf: String(version))
+        out.append(contentsOf: versionText)
         out.append("}")
         return Data(copying: out.bytes)
     }
