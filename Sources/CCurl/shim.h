@@ -48,6 +48,10 @@ typedef struct c_oauthflow_curl_api {
     CURLMcode (*multi_socket_action)(CURLM *, curl_socket_t, int, int *);
     CURLMsg *(*multi_info_read)(CURLM *, int *);
     c_oauthflow_curlm_setopt_fn multi_setopt;
+    /* The URL API (libcurl 7.62 and later); NULL when this libcurl lacks it, and then unused. */
+    CURLU *(*url)(void);
+    void (*url_cleanup)(CURLU *);
+    CURLUcode (*url_set)(CURLU *, CURLUPart, const char *, unsigned int);
 } c_oauthflow_curl_api;
 
 #define C_OAUTHFLOW_CURL_SYMBOL(field, name) \
@@ -76,6 +80,12 @@ static inline int c_oauthflow_curl_load(c_oauthflow_curl_api *api) {
     C_OAUTHFLOW_CURL_SYMBOL(multi_socket_action, "curl_multi_socket_action")
     C_OAUTHFLOW_CURL_SYMBOL(multi_info_read, "curl_multi_info_read")
     C_OAUTHFLOW_CURL_SYMBOL(multi_setopt, "curl_multi_setopt")
+    *(void **)(&api->url) = dlsym(api->library, "curl_url");
+    *(void **)(&api->url_cleanup) = dlsym(api->library, "curl_url_cleanup");
+    *(void **)(&api->url_set) = dlsym(api->library, "curl_url_set");
+    if (api->url == NULL || api->url_cleanup == NULL || api->url_set == NULL) {
+        api->url = NULL; api->url_cleanup = NULL; api->url_set = NULL;
+    }
     return 0;
 fail:
     dlclose(api->library);

@@ -11,10 +11,11 @@ extension AuthFlow {
     ///
     /// The metadata is the cached discovery document (fetched now when the flow has none; a server
     /// that publishes none is not checked).
+    /// `client` is the provider's endpoint client (``client(for:)``), which the caller holds already.
     /// - Throws: ``OAuthError`` `.configuration` (recovery: fix the configuration) before anything
     ///   is sent to the token endpoint.
-    func checkClientAssertionAlgorithm(for provider: Provider) async throws(OAuthError) {
-        guard case .assertion(let authenticator) = client(for: provider).authentication, provider.issuer != nil else { return }
+    func checkClientAssertionAlgorithm(for provider: Provider, client: EndpointClient) async throws(OAuthError) {
+        guard case .assertion(let authenticator) = client.authentication, provider.issuer != nil else { return }
         let metadata: ProviderMetadata
         do {
             metadata = try await discoveredMetadata(for: provider)

@@ -96,6 +96,10 @@ public actor AuthFlow {
     /// Each provider's endpoint client, made once with its client authentication (providers never
     /// change after `init`); see ``client(for:)``.
     nonisolated let clients: [String: EndpointClient]
+    /// The same clients in a list, each holding its provider: with a few providers, a fetch finds
+    /// its provider and client by comparing ids rather than hashing one (as ``TokenCache`` does).
+    nonisolated let clientList: [EndpointClient]
+    private static let scanLimit = 8
     /// The background renewals of ``Options/proactiveRefresh``; cancelled when the flow goes away.
     nonisolated let proactiveTimers = ProactiveTimers()
     /// The renewal running for each provider, and the logout generation it began under (Flow/Renewal.swift).
@@ -128,6 +132,7 @@ public actor AuthFlow {
         self.providers = byID
         let logger = Logger(sink: options.log)
         self.clients = byID.mapValues { Self.makeClient(for: $0, transport: transport, options: options, logger: logger) }
+        self.clientList = Array(clients.values)
         self.tokens = TokenCache(providers: byID.keys, refreshMargin: options.refreshMargin)
         self.store = store
         self.transport = transport
@@ -188,7 +193,7 @@ public actor AuthFlow {
     /// The provider with `id`.
     /// - Throws: ``OAuthError`` `.configuration` when there is none.
     public nonisolated func provider(_ id: String) throws(OAuthError) -> Provider {
-        guard let provider = providers[id] else {
+        guard let provider = configuredClient(id)?.provider else {
             throw OAuthError(.configuration, providerID: id, message: "no provider \"\(id)\" is configured")
         }
         return provider
@@ -203,8 +208,16 @@ public actor AuthFlow {
     /// `provider`'s endpoint client: the one made in `init` for a configured provider; for another
     /// provider value (``metadata(for:)`` takes any), one made now.
     nonisolated func client(for provider: Provider) -> EndpointClient {
-        if let client = clients[provider.id], client.provider == provider { return client }
+        if let client = configuredClient(provider.id), client.provider == provider { return client }
         return Self.makeClient(for: provider, transport: transport, options: options, logger: logger)
+    }
+
+    /// The endpoint client of the configured provider `id` (`clients[id]`), found by comparing
+    /// ids when there are few providers.
+    nonisolated func configuredClient(_ id: String) -> EndpointClient? {
+        guard clientList.count <= Self.scanLimit else { return clients[id] }
+        for client in clientList where client.provider.id == id { return client }
+        return nil
     }
 
     private static func makeClient(for provider: Provider, transport: any HTTPTransport, options: Options, logger: Logger) -> EndpointClient {

@@ -37,7 +37,8 @@ extension AuthFlow {
         let response: TokenResponse
         let proof: DPoPProver?
         do {
-            proof = try await dpopProver(for: provider, previous: grant.previous)
+            // Checked here too, so a provider without DPoP (most) makes no async call for it.
+            proof = provider.dpop == .off ? nil : try await dpopProver(for: provider, previous: grant.previous)
             response = try await exchange(grant, for: provider, proof: proof)
         } catch {
             guard let previous = grant.previous else { throw fail(provider.id, error) }
@@ -52,9 +53,17 @@ extension AuthFlow {
     /// request through the provider's client, which adds the client's authentication.
     /// With `proof`, every request carries a DPoP proof (RFC 9449 §5).
     private func exchange(_ grant: GrantRequest, for provider: Provider, proof: DPoPProver?) async throws(OAuthError) -> TokenResponse {
-        let url = try await requiredEndpoint(.token, of: provider)
-        try await checkClientAssertionAlgorithm(for: provider)
-        let client = client(for: provider)
+        // The catalog's token endpoint, when it has one, without the async call that would also
+        // look for a discovered one (requiredEndpoint's first step is the same lookup).
+        let url: URL
+        if let configured = Self.configuredURL(.token, of: provider) {
+            url = configured
+        } else {
+            url = try await requiredEndpoint(.token, of: provider)
+        }
+        let client = client(for: provider)   // looked up once: the check and the request use it
+        // Only a client that signs assertions has an algorithm to check (the check's own first test).
+        if case .assertion = client.authentication { try await checkClientAssertionAlgorithm(for: provider, client: client) }
         do {
             switch grant.exchange {
             case .post(let fields, let scope):
@@ -104,7 +113,10 @@ extension AuthFlow {
     /// and a certificate-bound access token's `cnf` (Credentials/CertificateBinding.swift).
     private func validate(_ response: TokenResponse, of grant: GrantRequest, for provider: Provider) async throws(OAuthError) -> TokenSet {
         let now = options.now()
-        let idToken = try await verifiedIDToken(response, of: grant, for: provider, now: now)
+        // Without an id_token only an authorization code answer can be refused for it (the step's own
+        // rule), so the other grants skip the async call.
+        let idToken = response.idToken == nil && grant.grant != .authorizationCode
+            ? nil : try await verifiedIDToken(response, of: grant, for: provider, now: now)
         try CertificateBinding.check(accessToken: response.accessToken, provider: provider)   // RFC 8705 §3, mutual TLS only
         var set: TokenSet
         if let previous = grant.previous {

@@ -32,7 +32,9 @@ struct JSONObject {
 
     /// The member, or nil when it is absent or `null`.
     func value(_ key: String) -> JSONValue? {
-        guard let value = Self.member(key, of: members), value != .null else { return nil }
+        // A pattern, not `!= .null`: the synthesized `==` copies both values to compare them.
+        guard let value = Self.member(key, of: members) else { return nil }
+        if case .null = value { return nil }
         return value
     }
 

@@ -42,10 +42,10 @@ struct TokenResponse: Sendable {
         if dpop == .required, !TokenSyntax.isDPoP(tokenType) {
             throw json.fail("token_type is \(tokenType == TokenType.notApplicable ? "N_A" : "Bearer"), but the provider requires DPoP-bound tokens (\"dpop\": \"required\", RFC 9449 §5)")
         }
-        if case .array = json.value("scope") {
-            scope = try json.strings("scope")?.joined(separator: " ")   // a few servers send an array
-        } else {
-            scope = try json.string("scope")
+        switch json.value("scope") {
+        case nil: scope = nil   // absent or null: not looked for again
+        case .array: scope = try json.strings("scope")?.joined(separator: " ")   // a few servers send an array
+        default: scope = try json.string("scope")
         }
     }
 

@@ -15,12 +15,25 @@ import Foundation
 /// - `refresh_token`: VSCHAR, 0x20–0x7E (RFC 6749 App. A.17); it only travels form-encoded.
 /// - `id_token`: the JWS/JWE compact alphabet, base64url characters and `.` (RFC 7515 §7.1).
 enum TokenSyntax {
-    static func isAccessToken(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy { (0x21...0x7E).contains($0) }
-    }
+    static func isAccessToken(_ text: String) -> Bool { allBytes(of: text, in: 0x21...0x7E) }
 
-    static func isRefreshToken(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy { (0x20...0x7E).contains($0) }
+    static func isRefreshToken(_ text: String) -> Bool { allBytes(of: text, in: 0x20...0x7E) }
+
+    /// True when `text` is not empty and each of its UTF-8 bytes is in `range`: one pass over the
+    /// contiguous bytes (`utf8.allSatisfy` walks a `String.UTF8View` index by index: about four
+    /// times the instructions, on every fetch).
+    private static func allBytes(of text: String, in range: ClosedRange<UInt8>) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in
+            guard !bytes.isEmpty else { return false }
+            let low = range.lowerBound
+            let width = range.upperBound &- low
+            // Every byte looked at, without a branch per byte (the compiler vectorizes it); a byte
+            // below `low` wraps around to above `width`.
+            var outside: UInt8 = 0
+            for byte in bytes { outside |= byte &- low > width ? 1 : 0 }
+            return outside == 0
+        }
     }
 
     static func isCompactJOSE(_ text: String) -> Bool {

@@ -101,6 +101,20 @@ struct CryptoTests {
     func formEscape(raw: String, encoded: String) {
         #expect(FormEncoding.escape(raw) == encoded)
         #expect(FormEncoding.unescape(encoded) == raw)
+        // The request body's byte writer escapes the same way, names and values alike.
+        #expect(FormEncoding.body([(raw, raw)]) == Data((encoded + "=" + encoded).utf8))
+    }
+
+    @Test("a request body is the bytes of encode(_:), for every byte value and for none")
+    func formBodyBytes() {
+        let every = String(decoding: (1...0x7F).map { UInt8($0) }, as: UTF8.self) + "é€ "
+        let cases: [[(String, String)]] = [
+            [], [("", "")], [("grant_type", "client_credentials")], [("a", every), (every, "b"), ("scope", "x y")],
+        ]
+        for fields in cases {
+            #expect(FormEncoding.body(fields) == Data(FormEncoding.encode(fields).utf8))
+        }
+        #expect(FormEncoding.body([]).isEmpty)
     }
 
     @Test("form bodies keep order and round-trip")

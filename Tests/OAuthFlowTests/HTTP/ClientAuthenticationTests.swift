@@ -34,6 +34,25 @@ struct ClientAuthenticationTests {
         }
     }
 
+    @Test("every configured provider id finds its own provider and client, with few providers (compared) and many (hashed)",
+          arguments: [1, 3, 8, 9, 12])
+    func lookupByID(count: Int) async throws {
+        let mock = MockProvider()
+        let ids = (0..<count).map { "p\($0)" }
+        let providers = ids.map { mock.provider(id: $0, clientID: "client-\($0)", clientSecret: "secret-\($0)") }
+        let flow = try await AuthFlow(providers: providers, transport: mock.transport())
+        for id in ids {
+            let provider = try flow.provider(id)
+            #expect(provider.id == id && provider.clientID == "client-\(id)")
+            #expect(flow.client(for: provider) === flow.clients[id])
+            #expect(flow.configuredClient(id) === flow.clients[id])
+        }
+        #expect(flow.configuredClient("p") == nil && flow.configuredClient("p\(count)") == nil)
+        #expect(throws: OAuthError.self) { try flow.provider("p\(count)") }
+        let error = #expect(throws: OAuthError.self) { try flow.provider("unknown") }
+        #expect(error?.code == .configuration)
+    }
+
     @Test("the flow makes one endpoint client per configured provider, holding its authentication; another provider value gets its own")
     func oneClientPerProvider() async throws {
         let mock = MockProvider()

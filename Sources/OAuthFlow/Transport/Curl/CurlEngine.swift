@@ -1,4 +1,9 @@
 internal import CCurl
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import Glibc
 import Synchronization
 
@@ -56,6 +61,10 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi` (but its `signa
     }
     private let cachedHeaders = Mutex<CachedHeaders?>(nil)
 
+    /// The URL of the last request as libcurl parsed it, reused while requests go to it (a
+    /// transfer holds the one it was given until it ends).
+    private let cachedURL = Mutex<(text: String, parsed: CurlParsedURL)?>(nil)
+
     /// A multi handle, its epoll set and eventfd, and the thread; nil when any cannot be made.
     init?(_ library: CurlLibrary, settings: CurlSettings) {
         guard let multi = CurlMulti(library) else { return nil }
@@ -82,7 +91,16 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi` (but its `signa
             multi.trackSockets(of: made)
             easy = made
         }
-        return try CurlTransfer(request, easy: easy, headerList: list, settings: settings)
+        return try CurlTransfer(request, easy: easy, headerList: list, parsedURL: parsedURL(request.url.absoluteString), settings: settings)
+    }
+
+    /// `text` parsed by libcurl: the last request's when it is the same, else parsed now (and kept
+    /// in its place); nil when libcurl has no URL API or rejects `text`.
+    private func parsedURL(_ text: String) -> CurlParsedURL? {
+        if let cached = cachedURL.withLock({ $0?.text == text ? $0?.parsed : nil }) { return cached }
+        guard let parsed = CurlParsedURL(library, text) else { return nil }
+        cachedURL.withLock { $0 = (text, parsed) }
+        return parsed
     }
 
     /// The `curl_slist` for `headers` plus `Expect:` (no 100-continue round trip), reused when the

@@ -146,6 +146,8 @@ struct CurlSettings: Sendable {
 final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used by one thread at a time (caller, the holder of the engine's driving lock, then the resumed caller), each hand-over through a Mutex or a continuation; `cancelled` is atomic
     let easy: CurlEasyHandle
     private let headerList: CurlHeaderList
+    /// The URL as libcurl parsed it, set on the handle with `CURLOPT_CURLU`; held until the transfer ends.
+    private let parsedURL: CurlParsedURL?
     private let limit: Int
     private let url: URL
     private let timeout: TimeInterval
@@ -173,15 +175,25 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
     ///
     /// A reused handle keeps the options of its last request, so every option that can differ between
     /// requests is set here each time: URL, method and body, headers, and the callback context.
-    init(_ request: HTTPRequest, easy: CurlEasyHandle, headerList: CurlHeaderList, settings: CurlSettings) throws(OAuthError) {
+    /// The URL goes over parsed (`CURLOPT_CURLU`, which takes the place of `CURLOPT_URL`) when
+    /// `parsedURL` is given, else as text, with `CURLOPT_CURLU` cleared.
+    init(
+        _ request: HTTPRequest, easy: CurlEasyHandle, headerList: CurlHeaderList, parsedURL: CurlParsedURL?, settings: CurlSettings
+    ) throws(OAuthError) {
         self.easy = easy
         self.headerList = headerList
+        self.parsedURL = parsedURL
         self.limit = settings.maximumBodySize
         self.url = request.url
         self.timeout = settings.timeout
         self.connectTimeout = settings.connectTimeout
 
-        easy.set(CURLOPT_URL, request.url.absoluteString)
+        if let parsedURL {
+            easy.set(CURLOPT_CURLU, pointer: UnsafeRawPointer(parsedURL.raw))
+        } else {
+            easy.set(CURLOPT_CURLU, pointer: nil)
+            easy.set(CURLOPT_URL, request.url.absoluteString)
+        }
         try Self.setMethod(request, on: easy)
         easy.set(CURLOPT_HTTPHEADER, pointer: UnsafeRawPointer(headerList.raw))
         let context = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())

@@ -154,6 +154,43 @@ struct CurlTransportTests {
         #expect(server.connectionCount == 1)
     }
 
+    @Test("requests to different URLs on one transport, one after another and concurrently, each reach their own URL")
+    func eachRequestItsOwnURL() async throws {
+        // The engine keeps the last URL as libcurl parsed it (CURLOPT_CURLU) and parses anew when it changes.
+        let first = try TestHTTPServer(keepAlive: true)
+        defer { first.stop() }
+        let second = try TestHTTPServer(keepAlive: true)
+        defer { second.stop() }
+        first.script("/a", [.json(#"{"at":"a"}"#)])
+        first.script("/b", [.json(#"{"at":"b"}"#)])
+        second.script("/c", [.json(#"{"at":"c"}"#)])
+        let transport = transport()
+        let targets = [(first.baseURL, "/a"), (first.baseURL, "/b"), (first.baseURL, "/a"), (second.baseURL, "/c"),
+                       (first.baseURL, "/a"), (second.baseURL, "/c"), (second.baseURL, "/c"), (first.baseURL, "/b")]
+        for (base, path) in targets {
+            let response = try await transport.send(HTTPRequest(method: "GET", url: URL(string: base + path)!))
+            #expect(String(decoding: response.body, as: UTF8.self) == #"{"at":"\#(path.dropFirst())"}"#)
+        }
+        #expect(first.requests().map(\.path) == ["/a", "/b", "/a", "/a", "/b"])
+        #expect(second.requests().map(\.path) == ["/c", "/c", "/c"])
+
+        let bodies = try await withThrowingTaskGroup(of: (String, String).self) { group in
+            for index in 0..<30 {
+                let (base, path) = targets[index % targets.count]
+                group.addTask {
+                    let response = try await transport.send(HTTPRequest(method: "GET", url: URL(string: base + path)!))
+                    return (path, String(decoding: response.body, as: UTF8.self))
+                }
+            }
+            var bodies: [(String, String)] = []
+            for try await body in group { bodies.append(body) }
+            return bodies
+        }
+        #expect(bodies.count == 30)
+        #expect(bodies.allSatisfy { path, body in body == #"{"at":"\#(path.dropFirst())"}"# })
+        #expect(first.requests().count + second.requests().count == 38)
+    }
+
     @Test("requests of one shape with different header values each carry their own")
     func headerValuesNotCached() async throws {
         let server = try TestHTTPServer(keepAlive: true)
