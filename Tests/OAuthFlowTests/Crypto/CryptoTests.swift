@@ -113,6 +113,9 @@ struct CryptoTests {
         ]
         for fields in cases {
             #expect(FormEncoding.body(fields) == Data(FormEncoding.encode(fields).utf8))
+            // Both come from one byte writer, so check what it writes against the decoder too.
+            let decoded = FormEncoding.decode(String(decoding: FormEncoding.body(fields), as: UTF8.self))
+            #expect(decoded.elementsEqual(fields, by: { $0 == $1 }))
         }
         #expect(FormEncoding.body([]).isEmpty)
     }
