@@ -130,7 +130,7 @@ serves_all "$SOCK" 200 || { say "the agent did not serve all 10 providers in 20 
 FLOOR=$!
 for _ in $(seq 1 100); do "$WORK/agent-client" "$WORK/floor.sock" p1 >/dev/null 2>&1 && break; sleep 0.1; done
 sleep 2   # let start-up work settle before the idle reading
-agent_cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$AGENT/stat"; }
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }   # user + system, every thread
 rss() { awk -v key="$1:" '$1 == key { print $2 }' "/proc/$AGENT/status"; }
 result agent rss_idle_after_start_kb "$(rss VmRSS)"
 result agent threads_idle "$(awk '$1 == "Threads:" { print $2 }' "/proc/$AGENT/status")"
@@ -172,17 +172,15 @@ for name, r in results.items():
     print(f"RESULT {name} r{round_}_{kind}_ratio_to_go_m5 {r['median'] / go:.3f}")
 PY
     for mode in threads epoll burst; do
-      say "round $round, $kind: 1,000 concurrent requests x $REPEAT ($mode)"
-      cpu_before=$(agent_cpu_ticks)
-      "${pin[@]}" "$WORK/agent-load" "$SOCK" p1 1000 "$REPEAT" "agent-r$round-$kind-$mode" "$mode" | tee -a "$RESULTS"
-      # The agent's own CPU time (user + system, every thread) per request of the load above.
-      result "agent-r$round-$kind-$mode" load_agent_cpu_us_per_request \
-        "$(( ($(agent_cpu_ticks) - cpu_before) * 1000000 / $(getconf CLK_TCK) / (1000 * REPEAT) ))"
-      say "round $round, $kind: 1,000 concurrent requests x $REPEAT to the floor server ($mode)"
-      floor_before=$(awk '{ print $14 + $15 }' "/proc/$FLOOR/stat")
-      "${pin[@]}" "$WORK/agent-load" "$WORK/floor.sock" p1 1000 "$REPEAT" "floor-r$round-$kind-$mode" "$mode" | tee -a "$RESULTS"
-      result "floor-r$round-$kind-$mode" load_server_cpu_us_per_request \
-        "$(( ($(awk '{ print $14 + $15 }' "/proc/$FLOOR/stat") - floor_before) * 1000000 / $(getconf CLK_TCK) / (1000 * REPEAT) ))"
+      # The agent, then the floor server: the load, then the server's own CPU time (user + system,
+      # every thread) per request of it.
+      for server in "agent $AGENT $SOCK load_agent_cpu_us_per_request" "floor $FLOOR $WORK/floor.sock load_server_cpu_us_per_request"; do
+        read -r who pid socket key <<< "$server"
+        say "round $round, $kind: 1,000 concurrent requests x $REPEAT to the $who ($mode)"
+        before=$(cpu_ticks "$pid")
+        "${pin[@]}" "$WORK/agent-load" "$socket" p1 1000 "$REPEAT" "$who-r$round-$kind-$mode" "$mode" | tee -a "$RESULTS"
+        result "$who-r$round-$kind-$mode" "$key" "$(( ($(cpu_ticks "$pid") - before) * 1000000 / $(getconf CLK_TCK) / (1000 * REPEAT) ))"
+      done
     done
   done
 done

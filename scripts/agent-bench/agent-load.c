@@ -110,12 +110,23 @@ static int drain(int epoll, struct connection *connections, struct slot *slots, 
     return ready;
 }
 
+/* Every slot an error until its answer comes; no connection open. */
+static void reset(int n, struct slot *slots, struct connection *connections) {
+    memset(connections, 0, (size_t)n * sizeof *connections);
+    for (int i = 0; i < n; i++) { slots[i].error = 1; slots[i].micros = 0; connections[i].fd = -1; }
+}
+
+/* Closes what is still open (past the deadline: those stay errors) and the epoll descriptor. */
+static void finish(int n, struct connection *connections, int epoll) {
+    for (int i = 0; i < n; i++) if (connections[i].fd >= 0) close(connections[i].fd);
+    close(epoll);
+}
+
 /* All n requests in flight from one thread; returns the number of connects retried, or -1. */
 static int run_epoll(int n, struct slot *slots, struct connection *connections) {
     int epoll = epoll_create1(EPOLL_CLOEXEC), open = 0, retries = 0, next = 0;
     if (epoll < 0) return -1;
-    memset(connections, 0, (size_t)n * sizeof *connections);
-    for (int i = 0; i < n; i++) { slots[i].error = 1; slots[i].micros = 0; connections[i].fd = -1; }
+    reset(n, slots, connections);
     int *waiting = calloc((size_t)n, sizeof *waiting), waiting_count = 0;
     double deadline = now_us() + 60e6;
     while ((next < n || waiting_count > 0 || open > 0) && now_us() < deadline) {
@@ -131,9 +142,8 @@ static int run_epoll(int n, struct slot *slots, struct connection *connections) 
             drain(epoll, connections, slots, &open, 0);
         } else if (drain(epoll, connections, slots, &open, 1000) < 0 && errno != EINTR) break;
     }
-    for (int i = 0; i < n; i++) if (connections[i].fd >= 0) close(connections[i].fd);   /* past the deadline: errors */
     free(waiting);
-    close(epoll);
+    finish(n, connections, epoll);
     return retries;
 }
 
@@ -141,8 +151,7 @@ static int run_epoll(int n, struct slot *slots, struct connection *connections) 
 static int run_burst(int n, struct slot *slots, struct connection *connections) {
     int epoll = epoll_create1(EPOLL_CLOEXEC), open = 0, retries = 0;
     if (epoll < 0) return -1;
-    memset(connections, 0, (size_t)n * sizeof *connections);
-    for (int i = 0; i < n; i++) { slots[i].error = 1; slots[i].micros = 0; connections[i].fd = -1; }
+    reset(n, slots, connections);
     double deadline = now_us() + 60e6;
     for (int i = 0; i < n && now_us() < deadline; ) {
         int outcome = open_connection(&connections[i], epoll, 0);
@@ -167,8 +176,7 @@ static int run_burst(int n, struct slot *slots, struct connection *connections) 
     }
     while (open > 0 && now_us() < deadline)
         if (drain(epoll, connections, slots, &open, 1000) < 0 && errno != EINTR) break;
-    for (int i = 0; i < n; i++) if (connections[i].fd >= 0) close(connections[i].fd);   /* past the deadline: errors */
-    close(epoll);
+    finish(n, connections, epoll);
     return retries;
 }
 
