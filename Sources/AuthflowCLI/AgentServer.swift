@@ -328,21 +328,29 @@ final class AgentServer: Sendable {
                 if count < 0, errno == EINTR { continue }
                 if count < 0, errno == EAGAIN || errno == EWOULDBLOCK { return }
                 guard count > 0 else { return close(connection, now: now) }   // closed (or failed) before a full line
+                if connection.input.isEmpty, let newline = chunk[..<count].firstIndex(of: UInt8(ascii: "\n")), newline <= limits.lineLimit {
+                    return answer(Array(chunk[..<newline]), to: connection, now: now)   // the usual case: the line in one read
+                }
                 let start = connection.input.count
                 connection.input += chunk[..<count]
                 if let newline = connection.input[start...].firstIndex(of: UInt8(ascii: "\n")), newline <= limits.lineLimit {
                     let line = Array(connection.input[..<newline])
                     connection.input = []
-                    if let answer = server.responder(line, connection.peer) {
-                        reply(connection, with: answer, now: now)
-                    } else {
-                        connection.phase = .waiting
-                        watch(connection, events: 0)
-                        fetch(line, for: connection)
-                    }
-                    return
+                    return answer(line, to: connection, now: now)
                 }
                 if connection.input.count > limits.lineLimit { return refuseLongLine(connection, now: now) }
+            }
+        }
+
+        /// Answers the request `line` of a kept connection: at once when the answer is ready, or
+        /// once a task has computed it.
+        func answer(_ line: [UInt8], to connection: Connection, now: ContinuousClock.Instant) {
+            if let answer = server.responder(line, connection.peer) {
+                reply(connection, with: answer, now: now)
+            } else {
+                connection.phase = .waiting
+                watch(connection, events: 0)
+                fetch(line, for: connection)
             }
         }
 

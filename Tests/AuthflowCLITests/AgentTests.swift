@@ -444,6 +444,66 @@ struct AgentTests {
         #expect(await agent.waitExit() == 0)
     }
 
+    @Test("a burst of mixed requests read in the same turns of the loop: each answer reaches its own client; idle afterwards, the loop sleeps")
+    func burstAnswersReachTheirClients() async throws {
+        let rig = try Rig()
+        defer { rig.remove() }
+        try rig.directory.writeCatalog([rig.service("p", path: "/p"), rig.service("q", path: "/q")])
+        rig.server.script("/p", [.token("at-for-p", expiresIn: 3600)])
+        rig.server.script("/q", [.token("at-for-q", expiresIn: 3600)])
+        let agent = try rig.start()
+        #expect(await agent.waitForStderr("ready"), "\(agent.stderr)")
+        let shapes: [(request: String, expected: String)] = [
+            (#"{"v":1,"token":"p"}"#, #""access_token":"at-for-p""#),
+            (#"{"v":1,"token":"q"}"#, #""access_token":"at-for-q""#),
+            (#"{"v":1,"token":"nobody"}"#, #""error":"unknown_provider""#),
+            ("{not json", #""error":"invalid_request""#),
+            (#"{"v":2,"token":"p"}"#, #""error":"unsupported_version""#),
+        ]
+        let baseline = descriptors(agent.pid)
+        // 500 connections open first (each waits for its line in the loop's table), then every
+        // line is written before any answer is read: the loop reads many requests in one turn.
+        var connections: [SharedFileDescriptor] = []
+        for _ in 0..<500 { connections.append(SharedFileDescriptor(try UnixSocket.connect(rig.socket))) }
+        for (index, connection) in connections.enumerated() {
+            #expect(sendAll(connection.raw, Array((shapes[index % shapes.count].request + "\n").utf8)))
+        }
+        var mismatches: [String] = []
+        for (index, connection) in connections.enumerated() {
+            let answer = readAnswer(connection.raw) ?? "(none)"
+            if !answer.contains(shapes[index % shapes.count].expected) { mismatches.append("#\(index): \(answer)") }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches.prefix(5))")
+        connections.removeAll()
+        #expect(await eventually { descriptors(agent.pid) <= baseline }, "\(descriptors(agent.pid)) descriptors, \(baseline) before")
+
+        // Idle, the loop sleeps in epoll_wait: its thread's CPU time stays put. (A loop that kept
+        // polling would add up to a second of CPU time per second; load on the machine can only
+        // make that less, never more.)
+        let before = try #require(loopCPUTicks(agent.pid))
+        try await Task.sleep(for: .seconds(1))
+        let after = try #require(loopCPUTicks(agent.pid))
+        #expect(after - before <= 5, "the socket loop used \(after - before) ticks of CPU time while idle")
+        agent.signal(SIGTERM)
+        #expect(await agent.waitExit() == 0)
+    }
+
+    /// User and system CPU time, in clock ticks, of the agent's socket loop thread (named
+    /// `authflow-agent`), from `/proc/PID/task/TID/stat`; nil when there is no such thread.
+    func loopCPUTicks(_ pid: Int32) -> Int? {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        for task in tasks {
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
+                  let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")"),
+                  stat[stat.index(after: open)..<close] == "authflow-agent" else { continue }
+            // After the name: state is field 3, utime 14 and stime 15.
+            let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
+            guard fields.count > 12, let user = Int(fields[11]), let system = Int(fields[12]) else { return nil }
+            return user + system
+        }
+        return nil
+    }
+
     // MARK: Parsing
 
     @Test("--sink PROVIDER=FILE[,mode=][,owner=USER:GROUP][,format=] is parsed; bad specs are usage errors")
