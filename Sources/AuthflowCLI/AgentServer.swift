@@ -3,8 +3,12 @@ import Glibc
 import OAuthFlow
 import Synchronization
 
-/// The agent's socket server: one thread of its own runs one `epoll` loop over the listening
-/// socket and every connection, so no thread of the concurrency runtime ever blocks on a client.
+/// The agent's socket server: threads of its own (``Limits/loops``, one per CPU, at most two) each
+/// run an `epoll` loop over the listening socket and the connections that loop accepted, so no
+/// thread of the concurrency runtime ever blocks on a client. A new connection wakes one loop
+/// (`EPOLLEXCLUSIVE`). With a single loop, a burst of requests is served by one CPU while the
+/// other one idles: the kernel's wake-ups of a Unix socket's reader are synchronous, which moves
+/// a waiting client onto the CPU of the loop that answered it.
 ///
 /// A connection is read until its first newline (at most ``Limits/lineLimit`` bytes), answered
 /// with one line, and closed. Most requests are answered on the loop's thread as soon as they are
@@ -27,6 +31,12 @@ final class AgentServer: Sendable {
         /// Connections served at once; while that many wait, no more are accepted (the kernel's
         /// backlog holds them).
         var maximumConnections = 1024
+        /// Socket loops, each a thread with its own epoll set, sharing the listening socket: one
+        /// per CPU, at most two. A connection stays with the loop that accepted it.
+        var loops = Limits.defaultLoops
+
+        /// One loop per CPU online, at most two.
+        static var defaultLoops: Int { min(max(sysconf(Int32(_SC_NPROCESSORS_ONLN)), 1), 2) }
     }
 
     /// Answers one request line (without its newline) on the loop's thread, without waiting: the
@@ -42,56 +52,79 @@ final class AgentServer: Sendable {
         var answer: [UInt8]
     }
 
+    /// What one socket loop shares with the tasks that compute its answers: its epoll set, the
+    /// eventfd that wakes it, and the answers ready for it.
+    private final class Lane: Sendable {
+        let poller: SharedFileDescriptor
+        let wakeup: SharedFileDescriptor
+        let outbox = Mutex<[Ready]>([])
+        let stopped = Atomic<Bool>(false)
+
+        /// - Throws: ``SystemError`` when the epoll set or the eventfd cannot be made.
+        init() throws(SystemError) {
+            poller = SharedFileDescriptor(try FileDescriptor(returnedBy: c_authflow_agent_epoll_create()))
+            wakeup = SharedFileDescriptor(try FileDescriptor(returnedBy: c_authflow_agent_eventfd()))
+            guard c_authflow_agent_epoll_ctl(poller.raw, Loop.add, wakeup.raw, c_authflow_agent_epollin, Loop.wakeupTag) == 0 else {
+                throw SystemError(code: errno)
+            }
+        }
+
+        func poke() {
+            var one: UInt64 = 1
+            _ = write(wakeup.raw, &one, 8)   // a counter that cannot take more is already readable
+        }
+    }
+
     private let listener: SharedFileDescriptor
-    private let poller: SharedFileDescriptor
-    private let wakeup: SharedFileDescriptor
+    private let lanes: [Lane]
     private let limits: Limits
     private let responder: Responder
     private let handler: Handler
     private let log: @Sendable (String) -> Void
-    private let outbox = Mutex<[Ready]>([])
     private let stopping = Atomic<Bool>(false)
-    private let stopped = Atomic<Bool>(false)
 
     /// Serves `listener` (a listening, non-blocking stream socket) once ``start()`` is called.
-    /// - Throws: ``SystemError`` when the epoll set or the eventfd cannot be made.
+    /// - Throws: ``SystemError`` when an epoll set or an eventfd cannot be made.
     init(listener: SharedFileDescriptor, limits: Limits, log: @escaping @Sendable (String) -> Void,
          responder: @escaping Responder, handler: @escaping Handler) throws(SystemError) {
         self.listener = listener
-        poller = SharedFileDescriptor(try FileDescriptor(returnedBy: c_authflow_agent_epoll_create()))
-        wakeup = SharedFileDescriptor(try FileDescriptor(returnedBy: c_authflow_agent_eventfd()))
-        guard c_authflow_agent_epoll_ctl(poller.raw, Loop.add, wakeup.raw, c_authflow_agent_epollin, Loop.wakeupTag) == 0 else {
-            throw SystemError(code: errno)
-        }
+        var lanes: [Lane] = []
+        for _ in 0..<max(limits.loops, 1) { lanes.append(try Lane()) }
+        self.lanes = lanes
         self.limits = limits
         self.log = log
         self.responder = responder
         self.handler = handler
     }
 
-    /// Starts the loop's thread; false when the system could not make one.
+    /// Starts the loops' threads; false when the system could not make one (the others are
+    /// stopped then).
     func start() -> Bool {
-        DetachedThread.start(name: "authflow-agent") { [self] in
-            Loop(self).run()
-            stopped.store(true, ordering: .releasing)
+        for lane in lanes {
+            let started = DetachedThread.start(name: "authflow-agent") { [self] in
+                Loop(self, lane).run()
+                lane.stopped.store(true, ordering: .releasing)
+            }
+            guard started else {
+                stop()
+                return false
+            }
         }
+        return true
     }
 
     /// Stops accepting and closes every connection (answers not yet written are dropped).
     func stop() {
         stopping.store(true, ordering: .releasing)
-        poke()
+        for lane in lanes { lane.poke() }
     }
 
-    /// Waits (up to `timeout`) until the loop has closed its connections.
+    /// Waits (up to `timeout`) until every loop has closed its connections.
     func waitUntilStopped(timeout: Duration) async {
         let deadline = ContinuousClock.now + timeout
-        while !stopped.load(ordering: .acquiring), ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
-    }
-
-    private func poke() {
-        var one: UInt64 = 1
-        _ = write(wakeup.raw, &one, 8)   // a counter that cannot take more is already readable
+        while !lanes.allSatisfy({ $0.stopped.load(ordering: .acquiring) }), ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
     }
 
     // MARK: The loop
@@ -138,7 +171,10 @@ final class AgentServer: Sendable {
         static let trimDelay: Duration = .seconds(1)
 
         let server: AgentServer
+        let lane: Lane
         let limits: Limits
+        /// This loop's share of ``Limits/maximumConnections``.
+        let maximumConnections: Int
         /// Connections by descriptor number.
         var connections: [Connection?] = []
         var live = 0
@@ -151,9 +187,11 @@ final class AgentServer: Sendable {
         var nextSweep: ContinuousClock.Instant?
         var servedSinceTrim = 0
 
-        init(_ server: AgentServer) {
+        init(_ server: AgentServer, _ lane: Lane) {
             self.server = server
+            self.lane = lane
             self.limits = server.limits
+            maximumConnections = max(server.limits.maximumConnections / server.lanes.count, 1)
         }
 
         func run() {
@@ -166,7 +204,7 @@ final class AgentServer: Sendable {
                 if idleTrim { wake = min(wake ?? before + Self.trimDelay, before + Self.trimDelay) }
                 let timeout = wake.map { Self.milliseconds(until: $0, from: before) } ?? -1
                 let count = events.withUnsafeMutableBufferPointer {
-                    c_authflow_agent_epoll_wait(server.poller.raw, $0.baseAddress, Int32($0.count), timeout)
+                    c_authflow_agent_epoll_wait(lane.poller.raw, $0.baseAddress, Int32($0.count), timeout)
                 }
                 if count < 0, errno != EINTR { server.log("epoll_wait failed (errno \(errno)); the socket keeps being served") }
                 let now = ContinuousClock.now
@@ -204,10 +242,11 @@ final class AgentServer: Sendable {
         /// Puts the listening socket in the epoll set while connections may be accepted, and takes
         /// it out while the table is full or accepting is paused (out of descriptors).
         func updateListening(now: ContinuousClock.Instant) {
-            let wanted = live < limits.maximumConnections && acceptPausedUntil == nil
+            let wanted = live < maximumConnections && acceptPausedUntil == nil
             guard wanted != listening else { return }
-            if c_authflow_agent_epoll_ctl(server.poller.raw, wanted ? Self.add : Self.delete, server.listener.raw,
-                                          c_authflow_agent_epollin, Self.listenerTag) == 0 {
+            // With more than one loop, a new connection wakes one of them (EPOLLEXCLUSIVE), not all.
+            let events = c_authflow_agent_epollin | (server.lanes.count > 1 ? c_authflow_agent_epollexclusive : 0)
+            if c_authflow_agent_epoll_ctl(lane.poller.raw, wanted ? Self.add : Self.delete, server.listener.raw, events, Self.listenerTag) == 0 {
                 listening = wanted
             } else if wanted {
                 server.log("cannot watch the listening socket (errno \(errno)); trying again in 100 ms")
@@ -219,7 +258,7 @@ final class AgentServer: Sendable {
 
         func acceptBatch(now: ContinuousClock.Instant) {
             for _ in 0..<Self.acceptBatch {
-                guard live < limits.maximumConnections else { break }
+                guard live < maximumConnections else { break }
                 let raw = c_authflow_agent_accept(server.listener.raw, Self.acceptFlags)
                 if raw < 0 {
                     let code = errno
@@ -284,7 +323,7 @@ final class AgentServer: Sendable {
         @discardableResult
         func adopt(_ connection: Connection, events: UInt32) -> Bool {
             let fd = Int(connection.fd.raw)
-            guard c_authflow_agent_epoll_ctl(server.poller.raw, Self.add, connection.fd.raw, events, connection.tag) == 0 else {
+            guard c_authflow_agent_epoll_ctl(lane.poller.raw, Self.add, connection.fd.raw, events, connection.tag) == 0 else {
                 server.log("cannot watch a connection (errno \(errno)); closed it")
                 return false
             }
@@ -304,7 +343,7 @@ final class AgentServer: Sendable {
         }
 
         func watch(_ connection: Connection, events: UInt32) {
-            _ = c_authflow_agent_epoll_ctl(server.poller.raw, Self.modify, connection.fd.raw, events, connection.tag)
+            _ = c_authflow_agent_epoll_ctl(lane.poller.raw, Self.modify, connection.fd.raw, events, connection.tag)
         }
 
         // MARK: Connections
@@ -399,19 +438,19 @@ final class AgentServer: Sendable {
         // MARK: Answers that wait
 
         func fetch(_ line: [UInt8], for connection: Connection) {
-            let server = server
+            let (server, lane) = (server, lane)
             let (fd, serial, peer) = (connection.fd.raw, connection.serial, connection.peer)
             Task {
                 let answer = await server.handler(line, peer)
-                server.outbox.withLock { $0.append(Ready(fd: fd, serial: serial, answer: answer)) }
-                server.poke()
+                lane.outbox.withLock { $0.append(Ready(fd: fd, serial: serial, answer: answer)) }
+                lane.poke()
             }
         }
 
         func deliver(now: ContinuousClock.Instant) {
             var counter: UInt64 = 0
-            _ = read(server.wakeup.raw, &counter, 8)
-            let ready = server.outbox.withLock { outbox in
+            _ = read(lane.wakeup.raw, &counter, 8)
+            let ready = lane.outbox.withLock { outbox in
                 defer { outbox = [] }
                 return outbox
             }

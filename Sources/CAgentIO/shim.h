@@ -31,6 +31,7 @@ static const uint32_t c_authflow_agent_epollin = EPOLLIN;
 static const uint32_t c_authflow_agent_epollout = EPOLLOUT;
 static const uint32_t c_authflow_agent_epollerr = EPOLLERR;
 static const uint32_t c_authflow_agent_epollhup = EPOLLHUP;
+static const uint32_t c_authflow_agent_epollexclusive = EPOLLEXCLUSIVE;
 
 /* epoll_create1(EPOLL_CLOEXEC): the descriptor, or -1 with errno set. */
 static inline int c_authflow_agent_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
