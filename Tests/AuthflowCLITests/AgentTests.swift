@@ -16,17 +16,16 @@ struct AgentTests {
     /// through (0711), and a scripted token endpoint.
     struct Rig {
         let directory: TemporaryDirectory
-        let socketDirectory: URL
+        let sockets: TemporaryDirectory
         let server: TestHTTPServer
 
         init() throws {
             directory = try TemporaryDirectory()
-            socketDirectory = URL(fileURLWithPath: "/tmp/authflow-agent-\(UUID().uuidString.prefix(8))", isDirectory: true)
-            try FileManager.default.createDirectory(at: socketDirectory, withIntermediateDirectories: true)
-            chmod(socketDirectory.path, 0o711)
+            sockets = try TemporaryDirectory("authflow-agent", in: URL(fileURLWithPath: "/tmp"), permissions: 0o711)  // short socket paths
             server = try TestHTTPServer()
         }
 
+        var socketDirectory: URL { sockets.url }
         var socket: String { socketDirectory.appendingPathComponent("agent.sock").path }
 
         func file(_ name: String) -> String { directory.url.appendingPathComponent(name).path }
@@ -49,7 +48,7 @@ struct AgentTests {
         func remove() {
             server.stop()
             directory.remove()
-            try? FileManager.default.removeItem(at: socketDirectory)
+            sockets.remove()
         }
     }
 

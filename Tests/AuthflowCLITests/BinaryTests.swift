@@ -62,7 +62,8 @@ struct BinaryTests {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         // No wall-clock bound (issue 21): a demo that never ends is killed at the deadline and fails on its status.
-        let run = try await runBinary(["demo"], environment: cleanEnvironment(directory), timeout: .seconds(60))
+        // TMPDIR: the demo's temporary store goes in the test's directory, so even a demo killed at the deadline leaves nothing.
+        let run = try await runBinary(["demo"], environment: cleanEnvironment(directory, ["TMPDIR": directory.path]), timeout: .seconds(60))
         #expect(run.status == 0, "\(run.stderr)")
         for state in ["empty", "requestingDeviceCode", "receivedDeviceCode", "requestingAccessToken", "authorized"] {
             #expect(run.stdout.contains(state), "missing \(state)")

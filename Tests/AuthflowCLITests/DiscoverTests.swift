@@ -2,6 +2,7 @@ import AuthflowCLI
 import Foundation
 import OAuthFlow
 import OAuthFlowTesting
+import TestSupport
 import Testing
 
 /// `authflow discover` and the ID token in `status --json`, in-process against `MockProvider`.

@@ -1,6 +1,7 @@
 import Foundation
 @testable import AuthflowCLI
 import Glibc
+import TestSupport
 import Testing
 
 /// The CLI's own formatting, which replaced swift-corelibs-foundation's `String(format:)` and

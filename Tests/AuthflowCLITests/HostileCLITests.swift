@@ -84,7 +84,8 @@ struct CLIRig {
         return access(shm.path, W_OK) == 0 ? shm : FileManager.default.temporaryDirectory
     }()
 
-    let directory: URL
+    let home: TemporaryDirectory
+    var directory: URL { home.url }
     let clock = TestClock(start: Date())
     var config: URL { directory.appendingPathComponent("providers.json") }
     var store: URL { directory.appendingPathComponent("store", isDirectory: true) }
@@ -92,8 +93,7 @@ struct CLIRig {
 
     /// Writes the catalog for `server` and stores `entry` (or the default one for `command`).
     init(server: HostileServer, command: HostileCommand?, entry: Data? = nil) async throws {
-        directory = Self.scratch.appendingPathComponent("hostile-cli-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        home = try TemporaryDirectory("hostile-cli", in: Self.scratch)
         let base = server.baseURL
         let catalog = #"[{"id":"\#(Self.provider)","clientID":"client-hostile","clientSecret":"\#(Self.clientSecret)","#
             + #""tokenURL":"\#(base)/token","deviceAuthorizationURL":"\#(base)/device","revocationURL":"\#(base)/revoke","#
@@ -120,7 +120,7 @@ struct CLIRig {
 
     var storedBytes: Data? { try? Data(contentsOf: entryFile) }
 
-    func remove() { try? FileManager.default.removeItem(at: directory) }
+    func remove() { home.remove() }
 
     /// Runs `authflow arguments` in-process through `transport`, on the rig's test clock.
     func run(_ arguments: [String], transport: any HTTPTransport) async -> (status: ExitCode, stdout: String, stderr: String) {

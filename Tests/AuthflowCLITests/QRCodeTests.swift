@@ -2,6 +2,7 @@
 import Foundation
 import OAuthFlow
 import OAuthFlowTesting
+import TestSupport
 import Testing
 
 /// The device login's QR code: drawn with half blocks from libqrencode (dlopen), decoded back with zbar.

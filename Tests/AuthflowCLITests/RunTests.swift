@@ -3,6 +3,7 @@ import Foundation
 import OAuthFlow
 import OAuthFlowTesting
 import Synchronization
+import TestSupport
 import Testing
 
 /// `Authflow.run(arguments:output:environment:services:)` in-process against `MockProvider`.

@@ -2,6 +2,7 @@
 import Foundation
 import OAuthFlow
 import OAuthFlowTesting
+import TestSupport
 import Testing
 
 /// Nothing a server sends reaches the terminal as a control sequence; `token` prints only a

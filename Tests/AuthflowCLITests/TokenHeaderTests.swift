@@ -2,6 +2,7 @@
 import Foundation
 import OAuthFlow
 import OAuthFlowTesting
+import TestSupport
 import Testing
 
 /// `authflow token PROVIDER --header`: the header line for `curl -H @-`.

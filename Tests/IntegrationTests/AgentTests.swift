@@ -12,9 +12,9 @@ extension Integration {
         @Test("the agent serves client credentials at once, asks a person for the device provider, and serves it after approval (RFC 8628)")
         func reauthorizesWhileServing() async throws {
             let server = try IntegrationServer.require()
-            let directory = URL(fileURLWithPath: "/tmp/authflow-it-agent-\(UUID().uuidString.prefix(8))")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: directory) }
+            let scratch = try TemporaryDirectory("authflow-it-agent", in: URL(fileURLWithPath: "/tmp"))  // short socket paths
+            defer { scratch.remove() }
+            let directory = scratch.url
             let catalog = directory.appendingPathComponent("providers.json")
             try Data("""
                 [{

@@ -99,9 +99,9 @@ struct AuthgentDPoPIntegration {
     @Test("the JWT-bearer grant from the catalog (clientKeyFile, \"dpop\": \"required\"): the assertion and a DPoP proof; authgent answers token_type DPoP bound to the proof's key")
     func jwtBearer() async throws {
         let server = try AuthgentServer.require()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("authgent-it-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let scratch = try TemporaryDirectory("authgent-it")
+        defer { scratch.remove() }
+        let directory = scratch.url
         let keyPath = directory.appendingPathComponent("key.pem").path
         try ClientAssertionIntegration.openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", keyPath])
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyPath)

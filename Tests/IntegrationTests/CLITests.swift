@@ -10,9 +10,9 @@ extension Integration {
         @Test("login --device --json, approved in the browser, then token prints a token the server accepts (RFC 8628)")
         func deviceLoginThenToken() async throws {
             let server = try IntegrationServer.require()
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("authflow-it-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: directory) }
+            let scratch = try TemporaryDirectory("authflow-it")
+            defer { scratch.remove() }
+            let directory = scratch.url
             let catalog = directory.appendingPathComponent("providers.json")
             try Data("""
                 [{

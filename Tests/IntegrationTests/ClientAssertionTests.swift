@@ -18,8 +18,9 @@ struct ClientAssertionIntegration {
     /// Registers a client, generating its key with openssl; returns the key.
     static func register(_ server: CredentialsServer, id: String, recipe: [String], algorithms: [String]? = nil,
                          audience: String? = nil) async throws -> ClientKey {
-        let directory = try Self.privateDirectory("creds-it")
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let scratch = try TemporaryDirectory("creds-it")
+        defer { scratch.remove() }
+        let directory = scratch.url
         let path = directory.appendingPathComponent("key.pem").path
         try openssl(recipe + ["-out", path])
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
@@ -30,13 +31,6 @@ struct ClientAssertionIntegration {
         if let audience { spec["audience"] = audience }
         try await server.register(spec)
         return key
-    }
-
-    /// A new private (0700) directory `PREFIX-<UUID>` under the temporary directory; the caller removes it.
-    static func privateDirectory(_ prefix: String) throws -> URL {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        return directory
     }
 
     /// Writes a new EC P-256 private key (PEM) to `path` with openssl.
@@ -157,8 +151,9 @@ struct ClientAssertionIntegration {
     @Test("JWT-bearer grant with a service-account key file: Authlib's JWTBearerGrant issues a token, no refresh token (RFC 7523 §2.1)")
     func jwtBearerGrant() async throws {
         let server = try CredentialsServer.require()
-        let directory = try Self.privateDirectory("creds-sa")
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let scratch = try TemporaryDirectory("creds-sa")
+        defer { scratch.remove() }
+        let directory = scratch.url
         let pemPath = directory.appendingPathComponent("key.pem").path
         try Self.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", pemPath])
         let email = "svc-\(UUID().uuidString.prefix(6))@demo.iam.example"

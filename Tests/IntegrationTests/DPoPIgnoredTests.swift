@@ -76,9 +76,9 @@ struct DPoPIgnoredIntegration {
           arguments: [DPoPMode.required, .enabled])
     func jwtBearer(mode: DPoPMode) async throws {
         let server = try CredentialsServer.require()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dpop-ignored-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let scratch = try TemporaryDirectory("dpop-ignored")
+        defer { scratch.remove() }
+        let directory = scratch.url
         let keyPath = directory.appendingPathComponent("key.pem").path
         try ClientAssertionIntegration.openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", keyPath])
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyPath)

@@ -144,8 +144,9 @@ struct DPoPIntegration {
     @Test("a request object alone (RFC 9101, no PAR) at idpyoidc's authorization endpoint: the URL repeats response_type and scope (OpenID Connect Core §6.1) and gets a code; client_id and request alone are refused")
     func requestObjectInURL() async throws {
         let server = try DPoPServer.require()
-        let directory = try ClientAssertionIntegration.privateDirectory("dpop-it")
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let scratch = try TemporaryDirectory("dpop-it")
+        defer { scratch.remove() }
+        let directory = scratch.url
         let path = directory.appendingPathComponent("key.pem").path
         try ClientAssertionIntegration.generateP256Key(at: path)
         let key = try ClientKey(contentsOfFile: path)

@@ -1,5 +1,6 @@
 import Foundation
 @testable import OAuthFlow
+import TestSupport
 import Testing
 
 /// Catalog `grant: "jwt-bearer"` with `clientKeyFile`, `clientID` and `tokenURL` (RFC 7523 §2.1 for
@@ -16,8 +17,9 @@ struct JWTBearerClientKeyIntegration {
     @Test("accessToken(for:) signs an ES256 assertion with clientKeyFile (iss = sub = client id, aud = token URL, kid) and Authlib issues a token")
     func catalogJWTBearer() async throws {
         let server = try CredentialsServer.require()
-        let directory = try ClientAssertionIntegration.privateDirectory("jwtb-it")
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let scratch = try TemporaryDirectory("jwtb-it")
+        defer { scratch.remove() }
+        let directory = scratch.url
         let keyPath = directory.appendingPathComponent("key.pem").path
         try ClientAssertionIntegration.generateP256Key(at: keyPath)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyPath)
@@ -54,8 +56,9 @@ struct JWTBearerClientKeyIntegration {
     @Test("a key the server does not know for that client: Authlib refuses the assertion (invalid_grant or invalid_client), surfaced as .serverRejected")
     func wrongKey() async throws {
         let server = try CredentialsServer.require()
-        let directory = try ClientAssertionIntegration.privateDirectory("jwtb-it")
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let scratch = try TemporaryDirectory("jwtb-it")
+        defer { scratch.remove() }
+        let directory = scratch.url
         let registered = directory.appendingPathComponent("registered.pem").path
         let used = directory.appendingPathComponent("key.pem").path
         for path in [registered, used] {

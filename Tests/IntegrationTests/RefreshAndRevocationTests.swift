@@ -1,5 +1,6 @@
 import Foundation
 import OAuthFlow
+import TestSupport
 import Testing
 
 /// Logs alice in through the public PKCE client and returns the flow's token set.
@@ -11,11 +12,9 @@ private func signIn(_ flow: AuthFlow, provider: String = "dot-pkce") async throw
 
 /// A fresh `FileSecretStore` directory, removed after `body`.
 private func withFileStore<T>(_ body: (URL) async throws -> T) async throws -> T {
-    let parent = FileManager.default.temporaryDirectory
-        .appendingPathComponent("oauthflow-it-store-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: parent, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
-    defer { try? FileManager.default.removeItem(at: parent) }
-    return try await body(parent.appendingPathComponent("store", isDirectory: true))
+    let parent = try TemporaryDirectory("oauthflow-it-store")
+    defer { parent.remove() }
+    return try await body(parent.url.appendingPathComponent("store", isDirectory: true))
 }
 
 /// The raw `refreshToken` of an entry the flow stored (versioned JSON: `{"version":1,"tokens":{…}}`).

@@ -1,5 +1,6 @@
 import Foundation
 @testable import OAuthFlow
+import TestSupport
 import Testing
 
 /// Token exchange made by OAuthFlow, judged by a real RFC 8693 implementation: idpyoidc 5.0.0's
@@ -72,8 +73,9 @@ struct TokenExchangeIntegration {
     @Test("Catalog grant token-exchange: accessToken(for:) exchanges the subject token file on demand, single-flight, and reads the file again on the next exchange")
     func catalogOnDemand() async throws {
         let server = try ExchangeServer.require()
-        let directory = try ClientAssertionIntegration.privateDirectory("exchange-it")
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let scratch = try TemporaryDirectory("exchange-it")
+        defer { scratch.remove() }
+        let directory = scratch.url
         let tokenFile = directory.appendingPathComponent("token")
         let first = try await server.subjectTokens(scope: "openid profile")
         try Data((first.access + "\n").utf8).write(to: tokenFile)

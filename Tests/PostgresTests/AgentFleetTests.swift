@@ -22,9 +22,9 @@ extension FleetStoreTests {
         server.script("/token", [.oauthError("invalid_grant"), .oauthError("authorization_pending"), .token("AT-fleet", refresh: "RT-fleet")])
         server.script("/device/code", [.deviceCode(user: "FLEE-TWOA", interval: 1)])
 
-        let directory = URL(fileURLWithPath: "/tmp/pg-agent-\(UUID().uuidString.prefix(8))", isDirectory: true)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let scratch = try TemporaryDirectory("pg-agent", in: URL(fileURLWithPath: "/tmp"))  // short socket paths
+        defer { scratch.remove() }
+        let directory = scratch.url
         let catalog = directory.appendingPathComponent("providers.json")
         try Data(#"[{ "id": "\#(id)", "clientID": "client", "tokenURL": "\#(server.baseURL)/token", "deviceAuthorizationURL": "\#(server.baseURL)/device/code" }]"#.utf8)
             .write(to: catalog)
@@ -74,9 +74,9 @@ extension FleetStoreTests {
         let store = try PostgresSecretStore(connection: cluster.uri, encryption: key.encryption)
         try await store.save(storedEntry(id, access: "AT-live", refresh: "RT-live", expired: false), for: id)
 
-        let directory = URL(fileURLWithPath: "/tmp/pg-agent-\(UUID().uuidString.prefix(8))", isDirectory: true)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let scratch = try TemporaryDirectory("pg-agent", in: URL(fileURLWithPath: "/tmp"))  // short socket paths
+        defer { scratch.remove() }
+        let directory = scratch.url
         let catalog = directory.appendingPathComponent("providers.json")
         try Data(#"[{ "id": "\#(id)", "clientID": "client", "tokenURL": "\#(server.baseURL)/token" }]"#.utf8).write(to: catalog)
         let environment = ["PATH": "/usr/bin:/bin", "HOME": directory.path, "NO_COLOR": "1", "PGPASSWORD": cluster.password]

@@ -8,15 +8,17 @@ import Testing
 
 /// `authflow --store postgresql://…`: the real binary against the suite's cluster.
 extension FleetStoreTests {
-    /// A catalog with one device-code provider whose endpoints are on `base`, and an environment without the developer's.
-    private static func setUp(_ id: String, base: String, revocation: Bool = false) throws -> (catalog: URL, environment: [String: String]) {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pg-cli-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let catalog = directory.appendingPathComponent("providers.json")
+    /// A catalog with one device-code provider whose endpoints are on `base`, in a new private directory that is
+    /// also the environment's HOME (an environment without the developer's). The caller removes the directory.
+    private static func setUp(_ id: String, base: String, revocation: Bool = false) throws
+        -> (scratch: TemporaryDirectory, catalog: URL, environment: [String: String])
+    {
+        let scratch = try TemporaryDirectory("pg-cli")
+        let catalog = scratch.url.appendingPathComponent("providers.json")
         let revoke = revocation ? #", "revocationURL": "\#(base)/revoke""# : ""
         let entry = #"[{ "id": "\#(id)", "clientID": "client", "tokenURL": "\#(base)/token", "deviceAuthorizationURL": "\#(base)/device/code", "scopes": ["read"]\#(revoke) }]"#
         try Data(entry.utf8).write(to: catalog)
-        return (catalog, ["PATH": "/usr/bin:/bin", "HOME": directory.path, "NO_COLOR": "1"])
+        return (scratch, catalog, ["PATH": "/usr/bin:/bin", "HOME": scratch.path, "NO_COLOR": "1"])
     }
 
     @Test("authflow token and status with --store postgresql:// and a key file; logout --local ends it for every process")
@@ -29,7 +31,8 @@ extension FleetStoreTests {
         let id = uniqueID("cli")
         let store = try PostgresSecretStore(connection: cluster.uri, encryption: key.encryption)
         try await store.save(storedEntry(id, access: "AT-cli-old", refresh: "RT-cli-1", expired: true), for: id)
-        let (catalog, environment) = try Self.setUp(id, base: server.baseURL)
+        let (scratch, catalog, environment) = try Self.setUp(id, base: server.baseURL)
+        defer { scratch.remove() }
         // The password comes from PGPASSWORD, as libpq reads it; the URI has none.
         let uri = "postgresql://\(cluster.user)@127.0.0.1:\(cluster.port)/postgres"
         var withPassword = environment
@@ -56,7 +59,8 @@ extension FleetStoreTests {
     @Test("authflow --store postgresql:// without a key and without --store-plaintext refuses (exit 65)")
     func cliRefusesPlaintextByDefault() async throws {
         let cluster = try PostgresCluster.require()
-        let (catalog, environment) = try Self.setUp("github", base: "http://127.0.0.1:9")
+        let (scratch, catalog, environment) = try Self.setUp("github", base: "http://127.0.0.1:9")
+        defer { scratch.remove() }
         let result = try await runBinary(["--config", catalog.path, "--store", cluster.uri, "status"], environment: environment)
         #expect(result.status == 65)
         #expect(result.stderr.contains("refusing to store tokens in postgresql://fleet@127.0.0.1:\(cluster.port)/postgres unencrypted"), "\(result.stderr)")
@@ -73,7 +77,8 @@ extension FleetStoreTests {
         // name's addresses alike, each with its own connect_timeout.
         let listeners = silentServer ? [try SilentListener(), try SilentListener(address: "::1")] : []
         let hosts = silentServer ? "127.0.0.1:\(listeners[0].port),[::1]:\(listeners[1].port)" : "127.0.0.1:1"
-        let (catalog, environment) = try Self.setUp("github", base: "http://127.0.0.1:9")
+        let (scratch, catalog, environment) = try Self.setUp("github", base: "http://127.0.0.1:9")
+        defer { scratch.remove() }
         let uri = "postgresql://fleet:Unr3achable-pw@\(hosts)/postgres"
         let key = try TestKey()
         let start = ContinuousClock.now
@@ -96,7 +101,8 @@ extension FleetStoreTests {
     @Test("A wrong or missing database password: exit 65 (fix the configuration), not 75, and no password shown")
     func cliWrongPassword() async throws {
         let cluster = try PostgresCluster.require()
-        let (catalog, environment) = try Self.setUp("github", base: "http://127.0.0.1:9")
+        let (scratch, catalog, environment) = try Self.setUp("github", base: "http://127.0.0.1:9")
+        defer { scratch.remove() }
         let key = try TestKey()
         for uri in ["postgresql://fleet:Wr0ng-cli-pw@127.0.0.1:\(cluster.port)/postgres",
                     "postgresql://fleet@127.0.0.1:\(cluster.port)/postgres?passfile=/nonexistent"] {
@@ -118,7 +124,8 @@ extension FleetStoreTests {
         server.script("/revoke", [.json("{}"), .json("{}")])
         let key = try TestKey()
         let id = uniqueID("login")
-        let (catalog, environment) = try Self.setUp(id, base: server.baseURL, revocation: true)
+        let (scratch, catalog, environment) = try Self.setUp(id, base: server.baseURL, revocation: true)
+        defer { scratch.remove() }
         var env = environment
         env["AUTHFLOW_STORE"] = cluster.uri
         env["AUTHFLOW_STORE_KEY_FILE"] = key.file.path
@@ -145,7 +152,8 @@ extension FleetStoreTests {
     func cliPgpassAndService() async throws {
         let cluster = try PostgresCluster.require()
         let key = try TestKey()
-        let (catalog, environment) = try Self.setUp("github", base: "http://127.0.0.1:9")
+        let (scratch, catalog, environment) = try Self.setUp("github", base: "http://127.0.0.1:9")
+        defer { scratch.remove() }
         let home = try #require(environment["HOME"])
         let pgpass = URL(fileURLWithPath: home).appendingPathComponent(".pgpass")
         #expect(FileManager.default.createFile(atPath: pgpass.path, contents: Data("127.0.0.1:\(cluster.port):postgres:fleet:\(cluster.password)\n".utf8),
@@ -185,7 +193,8 @@ extension FleetStoreTests {
         let id = uniqueID("one")
         let store = try PostgresSecretStore(connection: cluster.uri, encryption: key.encryption)
         try await store.save(storedEntry(id, access: "AT-one-old", refresh: "RT-one-1", expired: true), for: id)
-        let (catalog, environment) = try Self.setUp(id, base: server.baseURL)
+        let (scratch, catalog, environment) = try Self.setUp(id, base: server.baseURL)
+        defer { scratch.remove() }
         let application = "cli-\(UUID().uuidString.prefix(8).lowercased())"
         let running = try RunningBinary(["--config", catalog.path, "--store", "\(cluster.uri)?application_name=\(application)",
                                          "--store-key-file", key.file.path, "token", id], environment: environment)
@@ -206,8 +215,9 @@ extension FleetStoreTests {
         #expect(try Authflow.parse(["--store-plaintext", "status"]).storePlaintext)
         #expect(try Authflow.parse(["status", "--store-plaintext"]).storePlaintext)
         #expect(try Authflow.parse(["status"]).storePlaintext == false)
-        let (catalog, environment) = try Self.setUp("github", base: "http://127.0.0.1:9")
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pg-plain-\(UUID().uuidString)").path
+        let (scratch, catalog, environment) = try Self.setUp("github", base: "http://127.0.0.1:9")
+        defer { scratch.remove() }
+        let directory = scratch.url.appendingPathComponent("pg-plain").path
         let result = try await runBinary(["--config", catalog.path, "--store", directory, "--store-plaintext", "status"], environment: environment)
         #expect(result.status == 64, "\(result.stderr)")
         #expect(result.stderr.contains("--store-plaintext applies to a postgresql:// store only"), "\(result.stderr)")

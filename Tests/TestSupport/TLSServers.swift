@@ -6,8 +6,10 @@ import Glibc
 /// private CA has. ``otherCAFile`` is a second CA that signed nothing, to show that trusting the
 /// wrong CA still fails.
 public final class TestCertificates: Sendable {
+    /// Where every file is; removed with this object at the latest.
+    private let scratch: TemporaryDirectory
     /// The directory holding every file.
-    public let directory: URL
+    public var directory: URL { scratch.url }
     /// The CA certificate (PEM): give it to the client as its trusted bundle.
     public let caFile: URL
     /// A CA certificate that signed nothing here.
@@ -20,8 +22,8 @@ public final class TestCertificates: Sendable {
     /// Generates the CAs and the server certificate (P-256 keys, valid for a day) for the names in
     /// `subjectAltName` (OpenSSL's syntax).
     public init(subjectAltName: String = "DNS:localhost,IP:127.0.0.1") throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("oauthflow-pki-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        scratch = try TemporaryDirectory("oauthflow-pki")
+        let directory = scratch.url
         caFile = directory.appendingPathComponent("ca.pem")
         otherCAFile = directory.appendingPathComponent("other-ca.pem")
         certificateFile = directory.appendingPathComponent("server.pem")
@@ -41,7 +43,7 @@ public final class TestCertificates: Sendable {
     }
 
     /// Deletes the directory.
-    public func remove() { try? FileManager.default.removeItem(at: directory) }
+    public func remove() { scratch.remove() }
 
     private static func openssl(_ arguments: [String]) throws {
         let process = ChildProcess()

@@ -1,14 +1,11 @@
 import Foundation
 import OAuthFlow
+import TestSupport
 
-/// A private temporary directory, removed by ``remove()``.
-struct TemporaryDirectory: Sendable {
-    let url: URL
-
-    init() throws {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("authflow-tests-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-    }
+/// The CLI tests' directory (`authflow-tests-<UUID>`), with a catalog and a store in it.
+extension TemporaryDirectory {
+    /// A new `authflow-tests-<UUID>` (0700).
+    convenience init() throws { try self.init("authflow-tests") }
 
     var store: URL { url.appendingPathComponent("store", isDirectory: true) }
     var config: URL { url.appendingPathComponent("providers.json") }
@@ -17,8 +14,6 @@ struct TemporaryDirectory: Sendable {
     func writeCatalog(_ providers: [String]) throws {
         try Data(("[\n" + providers.joined(separator: ",\n") + "\n]\n").utf8).write(to: config)
     }
-
-    func remove() { try? FileManager.default.removeItem(at: url) }
 
     /// The store's entries (file names without `.json`).
     var storedKeys: [String] {

@@ -2,6 +2,7 @@ import AuthflowCLI
 import Foundation
 import OAuthFlow
 import OAuthFlowTesting
+import TestSupport
 
 /// An in-process `authflow` against a `MockProvider`, a test clock and a temporary directory.
 struct Harness {

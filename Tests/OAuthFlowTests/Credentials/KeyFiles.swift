@@ -6,14 +6,12 @@ import TestSupport
 /// what a person following `Documentation/Catalog.md` would run, and an implementation that
 /// shares no code with OAuthFlow's for verifying signatures.
 struct KeyFiles: Sendable {
-    let directory: URL
+    private let scratch: TemporaryDirectory
+    var directory: URL { scratch.url }
 
-    init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("oauthflow-keys-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-    }
+    init() throws { scratch = try TemporaryDirectory("oauthflow-keys") }
 
-    func remove() { try? FileManager.default.removeItem(at: directory) }
+    func remove() { scratch.remove() }
 
     func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
 

@@ -268,8 +268,9 @@ struct DPoPFlowTests {
 
     @Test("an encrypted file store seals the DPoP key with the tokens: the file holds neither; a new flow reads the same key back")
     func sealedInFileStore() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dpop-store-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let parent = try TemporaryDirectory("dpop-store")
+        defer { parent.remove() }
+        let directory = parent.url.appendingPathComponent("store", isDirectory: true)
         let key = try StoreKey.generate()
         func store() throws -> FileSecretStore { try FileSecretStore(directory: directory, encryption: EntryEncryption(key: key)) }
         var first: AuthFlow? = try await AuthFlow(providers: [provider()], store: try store(), transport: authServer, options: options(clock))
@@ -405,7 +406,9 @@ struct DPoPFlowTests {
 
     @Test("a key of the application's (a ClientKey) signs the proofs and is never stored")
     func applicationKey() async throws {
-        let pem = try #require(String(data: try Data(contentsOf: Self.writeKey()), encoding: .utf8))
+        let keys = try TemporaryDirectory("dpop-key")
+        defer { keys.remove() }
+        let pem = try #require(String(data: try Data(contentsOf: Self.writeKey(in: keys)), encoding: .utf8))
         let key = try ClientKey(pem: pem)
         var provider = provider()
         provider.dpopKey = key
@@ -418,9 +421,9 @@ struct DPoPFlowTests {
         #expect(!stored.contains("dpopKey"))
     }
 
-    /// A P-256 key made by openssl for this test.
-    static func writeKey() throws -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("dpop-key-\(UUID().uuidString).pem")
+    /// A P-256 key made by openssl for this test, in `directory`.
+    static func writeKey(in directory: TemporaryDirectory) throws -> URL {
+        let url = directory.url.appendingPathComponent("key.pem")
         let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         process.arguments = ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", url.path]

@@ -3,6 +3,7 @@ import Glibc
 import OAuthFlow
 import OAuthFlowTesting
 import Synchronization
+import TestSupport
 import Testing
 
 /// The logout race: `clear`, `revoke` and `clear()` against refreshes and grants that are already
@@ -529,10 +530,9 @@ final class RaceFailingStore: SecretStore {
 
 /// Runs `body` with a fresh store directory path (created by the store) inside a private parent, removed afterwards.
 func withRaceStoreDirectory(_ body: (URL) async throws -> Void) async throws {
-    let parent = FileManager.default.temporaryDirectory.appendingPathComponent("LogoutRaceTests-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: parent, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
-    defer { try? FileManager.default.removeItem(at: parent) }
-    try await body(parent.appendingPathComponent("store", isDirectory: true))
+    let parent = try TemporaryDirectory("LogoutRaceTests")
+    defer { parent.remove() }
+    try await body(parent.url.appendingPathComponent("store", isDirectory: true))
 }
 
 /// How many descriptors of this process are open on `file` (from `/proc/self/fd`).

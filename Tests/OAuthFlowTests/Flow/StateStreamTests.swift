@@ -1,6 +1,7 @@
 import Foundation
 @testable import OAuthFlow
 import OAuthFlowTesting
+import TestSupport
 import Testing
 
 @Suite("State stream and stored authorizations", .timeLimit(.minutes(1)))
@@ -336,16 +337,15 @@ extension StateStreamTests {
 
     @Test("a refresh whose store lock cannot be taken publishes .error; no token request is sent")
     func lockFailurePublishes() async throws {
-        let parent = FileManager.default.temporaryDirectory.appendingPathComponent("StateStreamTests-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: parent, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
-        defer { try? FileManager.default.removeItem(at: parent) }
-        let directory = parent.appendingPathComponent("store", isDirectory: true)
+        let parent = try TemporaryDirectory("StateStreamTests")
+        defer { parent.remove() }
+        let directory = parent.url.appendingPathComponent("store", isDirectory: true)
         let fileStore = try FileSecretStore(directory: directory)
         try await fileStore.save(storedEntry(provider: "app", access: "at-old", refresh: "rt-1", issuedAt: clock.date.addingTimeInterval(-7200)),
                                  for: "app")
         // A symbolic link where the lock file belongs: FileSecretStore refuses it before the body runs.
         try FileManager.default.createSymbolicLink(atPath: directory.appendingPathComponent("app.lock").path,
-                                                   withDestinationPath: parent.appendingPathComponent("elsewhere").path)
+                                                   withDestinationPath: parent.url.appendingPathComponent("elsewhere").path)
         mock.script(.token, [.token(access: "at-new", refresh: "rt-2")])
         let flow = try await AuthFlow(providers: [mock.provider(id: "app")], store: fileStore, transport: mock.transport(),
                                       options: options(clock))

@@ -1,16 +1,16 @@
 import Foundation
 import Glibc
 import OAuthFlow
+import TestSupport
 import Testing
 
 /// Catalog files that are not regular files, secrets pasted into the wrong key, typos, ports.
 @Suite("Catalog hardening: FIFOs, echoed secrets, strict mode, ports", .timeLimit(.minutes(1)))
 struct CatalogHardeningTests {
     static func withDirectory<T>(_ body: (URL) throws -> T) throws -> T {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("CatalogHardening-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        return try body(directory)
+        let directory = try TemporaryDirectory("CatalogHardening")
+        defer { directory.remove() }
+        return try body(directory.url)
     }
 
     static let entry = #"{"id": "demo", "tokenURL": "https://auth.example.com/token", "clientID": "app""#

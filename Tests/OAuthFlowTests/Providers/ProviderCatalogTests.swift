@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 #endif
 import OAuthFlow
+import TestSupport
 import Testing
 
 /// The JSON provider catalog: format, OAuthKit compatibility, secret sources, and every rejection.
@@ -26,11 +27,9 @@ enum CatalogFixture {
 
     /// Runs `body` with a fresh directory that is removed afterwards.
     static func withDirectory<T>(_ body: (URL) throws -> T) throws -> T {
-        let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("ProviderCatalogTests-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        return try body(directory)
+        let directory = try TemporaryDirectory("ProviderCatalogTests")
+        defer { directory.remove() }
+        return try body(directory.url)
     }
 
     static func write(_ text: String, to url: URL) throws {
@@ -774,10 +773,9 @@ extension ProviderCatalogTests {
 /// `load(contentsOf:only:)`: one provider, without resolving the others' secrets.
 @Suite("Loading one provider from a catalog")
 struct ProviderCatalogSelectionTests {
-    private func write(_ text: String) throws -> URL {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("catalog-only-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let url = directory.appendingPathComponent("providers.json")
+    /// Writes `text` as `providers.json` in `directory`.
+    private func write(_ text: String, in directory: TemporaryDirectory) throws -> URL {
+        let url = directory.url.appendingPathComponent("providers.json")
         try Data(text.utf8).write(to: url)
         return url
     }
@@ -791,8 +789,9 @@ struct ProviderCatalogSelectionTests {
 
     @Test("another entry's unset secret variable does not stop the selected one")
     func otherSecretUnresolved() throws {
-        let url = try write(twoProviders)
-        defer { try? FileManager.default.removeItem(at: url.deletingLastPathComponent()) }
+        let directory = try TemporaryDirectory("catalog-only")
+        defer { directory.remove() }
+        let url = try write(twoProviders, in: directory)
         let provider = try #require(try ProviderCatalog.load(contentsOf: url, only: "gh", environment: [:]))
         #expect(provider.id == "gh")
         #expect(provider.clientID == "c1")
@@ -803,8 +802,9 @@ struct ProviderCatalogSelectionTests {
 
     @Test("the selected entry is resolved and validated in full")
     func selectedValidated() throws {
-        let url = try write(twoProviders)
-        defer { try? FileManager.default.removeItem(at: url.deletingLastPathComponent()) }
+        let directory = try TemporaryDirectory("catalog-only")
+        defer { directory.remove() }
+        let url = try write(twoProviders, in: directory)
         let error = #expect(throws: OAuthError.self) { try ProviderCatalog.load(contentsOf: url, only: "svc", environment: [:]) }
         #expect(error?.code == .configuration)
         #expect(error?.message?.contains(#"("svc"): clientSecretEnv: the environment variable it names (10 characters"#) == true)
@@ -815,8 +815,9 @@ struct ProviderCatalogSelectionTests {
 
     @Test("an id not in the catalog gives nil; ids are matched exactly")
     func unknownID() throws {
-        let url = try write(twoProviders)
-        defer { try? FileManager.default.removeItem(at: url.deletingLastPathComponent()) }
+        let directory = try TemporaryDirectory("catalog-only")
+        defer { directory.remove() }
+        let url = try write(twoProviders, in: directory)
         #expect(try ProviderCatalog.load(contentsOf: url, only: "gitlab", environment: [:]) == nil)
         #expect(try ProviderCatalog.load(contentsOf: url, only: "GH", environment: [:]) == nil)
     }
@@ -827,8 +828,9 @@ struct ProviderCatalogSelectionTests {
         #"[{ "id": "gh", "clientID": "c", "tokenURL": "https://a.example/t" } { "id": "x" }]"#,
     ])
     func fileStillChecked(text: String) throws {
-        let url = try write(text)
-        defer { try? FileManager.default.removeItem(at: url.deletingLastPathComponent()) }
+        let directory = try TemporaryDirectory("catalog-only")
+        defer { directory.remove() }
+        let url = try write(text, in: directory)
         let error = #expect(throws: OAuthError.self) { try ProviderCatalog.load(contentsOf: url, only: "gh", environment: [:]) }
         #expect(error?.code == .configuration)
     }

@@ -160,8 +160,9 @@ enum Hostile {
         _ target: HostileTarget, server: HostileServer, elsewhere: HostileServer? = nil, transport: any HTTPTransport,
         clock: TestClock = TestClock(), retry: RetryPolicy = RetryPolicy()
     ) async throws -> HostileRun {
-        let directory = scratch.appendingPathComponent("hostile-\(UUID().uuidString)", isDirectory: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let parent = try TemporaryDirectory("hostile", in: scratch)
+        defer { parent.remove() }
+        let directory = parent.url.appendingPathComponent("store", isDirectory: true)
         let store = try FileSecretStore(directory: directory, lockTimeout: .seconds(10))
         let base = server.baseURL
         let now = Int(clock.date.timeIntervalSince1970)

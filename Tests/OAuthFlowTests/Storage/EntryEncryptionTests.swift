@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 @testable import OAuthFlow
 import Synchronization
+import TestSupport
 import Testing
 
 /// Encrypted entries: AES-256-GCM vectors, the sealed format, tampering, rotation, and key files.
@@ -43,12 +44,9 @@ private enum KeyFixture {
     static func key(_ fill: UInt8) throws -> StoreKey { try StoreKey(bytes: [UInt8](repeating: fill, count: 32)) }
 
     static func withDirectory<T>(_ body: (URL) throws -> T) throws -> T {
-        let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("EntryEncryptionTests-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false,
-                                                attributes: [.posixPermissions: 0o700])
-        defer { try? FileManager.default.removeItem(at: directory) }
-        return try body(directory)
+        let directory = try TemporaryDirectory("EntryEncryptionTests")
+        defer { directory.remove() }
+        return try body(directory.url)
     }
 
     /// Writes `content` to `name` in `directory` with exactly `mode`.

@@ -16,12 +16,9 @@ struct FileSecretStoreTests {}
 private enum Fixture {
     /// Runs `body` with a fresh directory URL (not yet created) inside a fresh parent that is removed afterwards.
     static func withDirectory<T>(_ body: (_ parent: URL, _ store: URL) async throws -> T) async throws -> T {
-        let parent = FileManager.default.temporaryDirectory
-            .appendingPathComponent("FileSecretStoreTests-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: parent, withIntermediateDirectories: false,
-                                                attributes: [.posixPermissions: 0o700])
-        defer { try? FileManager.default.removeItem(at: parent) }
-        return try await body(parent, parent.appendingPathComponent("store", isDirectory: true))
+        let parent = try TemporaryDirectory("FileSecretStoreTests")
+        defer { parent.remove() }
+        return try await body(parent.url, parent.url.appendingPathComponent("store", isDirectory: true))
     }
 
     /// Runs `body` with a store in a fresh directory.

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 @testable import OAuthFlow
 import Testing
+import TestSupport
 
 /// ``TokenSink`` (Storage/TokenSink.swift): the bytes of each format, the atomic replace, the
 /// modes, and what it refuses.
@@ -10,12 +11,6 @@ struct TokenSinkTests {
     let set = TokenSet(providerID: "svc", accessToken: Secret("at-sink-1"), tokenType: "Bearer", scopes: ["read", "write"],
                        issuedAt: Date(timeIntervalSince1970: 1_800_000_000), expiresAt: Date(timeIntervalSince1970: 1_800_003_600),
                        grant: .clientCredentials)
-
-    func directory() throws -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("sink-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        return url
-    }
 
     @Test("each format's exact bytes", arguments: [
         (TokenSink.Format.raw, "at-sink-1"),
@@ -28,9 +23,9 @@ struct TokenSinkTests {
 
     @Test("write replaces the file atomically with the mode asked for, leaving no temporary file")
     func writes() throws {
-        let dir = try directory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let path = dir.appendingPathComponent("token").path
+        let dir = try TemporaryDirectory("sink")
+        defer { dir.remove() }
+        let path = dir.url.appendingPathComponent("token").path
         let sink = try TokenSink(providerID: "svc", path: path, mode: 0o640, format: .raw)
         let previous = umask(0o077)
         defer { umask(previous) }

@@ -3,6 +3,7 @@ import Glibc
 @testable import OAuthFlow
 @testable import OAuthFlowPostgres
 import Synchronization
+import TestSupport
 import Testing
 
 /// The `pg-fleet-member` executable, beside the test bundle (the test target depends on it).
@@ -40,15 +41,18 @@ enum FleetMember {
     }
 }
 
-/// A store key in a private temporary file (the `crypt` format: 64 hex digits).
+/// A store key in a file of a private temporary directory (the `crypt` format: 64 hex digits); the
+/// directory is removed with the last copy of the key.
 struct TestKey: Sendable {
+    let directory: TemporaryDirectory
     let file: URL
     let encryption: EntryEncryption
 
     init() throws {
         var bytes = [UInt8](repeating: 0, count: 32)
         for index in bytes.indices { bytes[index] = UInt8.random(in: 0...255) }
-        file = FileManager.default.temporaryDirectory.appendingPathComponent("pg-key-\(UUID().uuidString)")
+        directory = try TemporaryDirectory("pg-key")
+        file = directory.url.appendingPathComponent("key")
         let hex = bytes.map { String(format: "%02x", $0) }.joined() + "\n"
         guard FileManager.default.createFile(atPath: file.path, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o600]) else {
             throw ClusterError("cannot write the key file \(file.path)")

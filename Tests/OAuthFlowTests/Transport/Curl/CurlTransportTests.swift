@@ -641,12 +641,12 @@ struct CurlTransportTests {
 /// `openssl s_server -www` on 127.0.0.1 (a ``TLSTestServer``) with a fresh self-signed certificate for `localhost`.
 final class SelfSignedTLSServer: Sendable {
     private let server: TLSTestServer
-    private let directory: URL
+    private let scratch: TemporaryDirectory
     var port: UInt16 { server.port }
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("oauthflow-tls-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        scratch = try TemporaryDirectory("oauthflow-tls")
+        let directory = scratch.url
         let key = directory.appendingPathComponent("key.pem").path
         let cert = directory.appendingPathComponent("cert.pem").path
         let generate = ChildProcess()
@@ -658,17 +658,12 @@ final class SelfSignedTLSServer: Sendable {
         try generate.run()
         generate.waitUntilExit()
         guard generate.terminationStatus == 0 else { throw POSIXError(.EIO) }
-        do {
-            server = try TLSTestServer(.openSSL, certificateFile: cert, keyFile: key, directory: directory)
-        } catch {
-            try? FileManager.default.removeItem(at: directory)
-            throw error
-        }
+        server = try TLSTestServer(.openSSL, certificateFile: cert, keyFile: key, directory: directory)
     }
 
     func stop() {
         server.stop()
-        try? FileManager.default.removeItem(at: directory)
+        scratch.remove()
     }
 }
 
