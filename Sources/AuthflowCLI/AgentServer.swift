@@ -3,7 +3,7 @@ import Glibc
 import OAuthFlow
 import Synchronization
 
-/// The agent's socket server: threads of its own (``Limits/loops``, one per CPU, at most two) each
+/// The agent's socket server: threads of its own (``Limits/loops``, one per CPU it may run on, at most two) each
 /// run an `epoll` loop over the listening socket and the connections that loop accepted, so no
 /// thread of the concurrency runtime ever blocks on a client. A new connection wakes one loop
 /// (`EPOLLEXCLUSIVE`). With a single loop, a burst of requests is served by one CPU while the
@@ -32,11 +32,11 @@ final class AgentServer: Sendable {
         /// backlog holds them).
         var maximumConnections = 1024
         /// Socket loops, each a thread with its own epoll set, sharing the listening socket: one
-        /// per CPU, at most two. A connection stays with the loop that accepted it.
+        /// per CPU the agent may run on, at most two. A connection stays with the loop that accepted it.
         var loops = Limits.defaultLoops
 
-        /// One loop per CPU online, at most two.
-        static var defaultLoops: Int { min(max(sysconf(Int32(_SC_NPROCESSORS_ONLN)), 1), 2) }
+        /// One loop per CPU in the agent's affinity mask when it starts, at most two.
+        static var defaultLoops: Int { min(max(Int(c_authflow_agent_usable_cpus()), 1), 2) }
     }
 
     /// Answers one request line (without its newline) on the loop's thread, without waiting: the

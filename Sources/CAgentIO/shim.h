@@ -9,6 +9,8 @@
  */
 
 #include <malloc.h>
+#include <stddef.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -66,6 +68,19 @@ static inline int c_authflow_agent_eventfd(void) { return eventfd(0, EFD_NONBLOC
 
 /* Returns the free memory of every malloc arena to the system (malloc_trim(0)); 1 when some was. */
 static inline int c_authflow_agent_malloc_trim(void) { return malloc_trim(0); }
+
+/* glibc's sched_getaffinity, declared (like accept4 above) without <sched.h>'s _GNU_SOURCE part. */
+extern int sched_getaffinity(int pid, size_t size, void *mask);
+
+/* The CPUs this process may run on (sched_getaffinity(2): taskset, systemd's CPUAffinity=, a
+ * cpuset; the first 1,024), or the CPUs online when the mask cannot be read. */
+static inline int c_authflow_agent_usable_cpus(void) {
+    uint64_t mask[16] = { 0 };
+    if (sched_getaffinity(0, sizeof mask, mask) != 0) return (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int count = 0;
+    for (int index = 0; index < 16; index++) count += __builtin_popcountll(mask[index]);
+    return count;
+}
 
 /* Caps the number of malloc arenas (mallopt(M_ARENA_MAX, count)); 1 on success. */
 static inline int c_authflow_agent_arena_max(int count) { return mallopt(M_ARENA_MAX, count); }
