@@ -14,7 +14,10 @@
 #      least a server of the protocol does per connection (accept, SO_PEERCRED, read, answer,
 #      close), so the floor of this machine and this load generator;
 #   3. the agent's resident set (VmRSS in /proc/PID/status) idle with 10 providers, after start and
-#      again after the runs above; target: at most 20 MiB.
+#      again after the runs above; target: at most 20 MiB;
+#   4. before each round, how often the machine takes a CPU away from a program that never sleeps
+#      (scripts/agent-bench/cpu-pauses.c, 5 s on every CPU at once): the pauses every request in
+#      flight carries, whatever the server (the burst's own pauses are in client_pause_ms).
 # Each of 1 and 2 runs pinned (the agent on CPU 0, the clients on CPU 1, as the harness pins nginx and
 # its clients) and unpinned, BENCH_AGENT_ROUNDS times (default 1).
 #
@@ -69,6 +72,7 @@ gcc -O2 -o "$WORK/agent-client" "$REPO/scripts/agent-bench/agent-client.c"
 gcc -O2 -static -o "$WORK/agent-client-static" "$REPO/scripts/agent-bench/agent-client.c"
 gcc -O2 -pthread -o "$WORK/agent-load" "$REPO/scripts/agent-bench/agent-load.c"
 gcc -O2 -o "$WORK/floor-server" "$REPO/scripts/agent-bench/floor-server.c"
+gcc -O2 -o "$WORK/cpu-pauses" "$REPO/scripts/agent-bench/cpu-pauses.c"
 
 # The token endpoint and the catalog of 10 client-credentials providers.
 TOKEN="bench-agent-access-token-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
@@ -147,6 +151,11 @@ check env BENCH_TOKEN_FILE="$WORK/go-token.json" "$GO" m5
 export BENCH_TOKEN_FILE="$WORK/go-token.json"
 
 for round in $(seq 1 "$ROUNDS"); do
+  say "round $round: CPU pauses (5 s on each CPU)"
+  probes=()
+  for cpu in $(seq 0 $(( $(nproc) - 1 ))); do "$WORK/cpu-pauses" "$cpu" 5 > "$WORK/pauses-$cpu" & probes+=($!); done
+  wait "${probes[@]}"
+  for cpu in $(seq 0 $(( $(nproc) - 1 ))); do sed "s/^RESULT cpu/RESULT pauses-r$round-cpu/" "$WORK/pauses-$cpu" | tee -a "$RESULTS"; done
   for kind in pinned unpinned; do
     if [[ $kind == pinned ]]; then
       taskset -a -cp 0 "$AGENT" >/dev/null; taskset -a -cp 0 "$FLOOR" >/dev/null; pin=(taskset -c 1)
@@ -195,14 +204,22 @@ for line in open(sys.argv[1]):
     _, name, key, value = line.split()
     r[name][key] = float(value)
 rounds = sorted({"_".join(k.split("_")[:2]) for k in r["go-m5"] if k.endswith("_ratio_to_go_m5")})
+# The longest pause of the client between two writes over the repeats of a burst; "-" for the other modes.
+pause = lambda d: f"{max(v for k, v in d.items() if k.endswith('_client_pause_ms')):.1f}" if any(k.endswith('_client_pause_ms') for k in d) else "-"
 print("| round, kind | agent-c / Go M5 | agent-c-static / Go M5 | /bin/true / Go M5 | `authflow token` via agent / Go M5 | from the store / Go M5 |")
 print("|---|---:|---:|---:|---:|---:|")
 for rk in rounds:
     cells = " | ".join(f"{r[n].get(rk + '_ratio_to_go_m5', float('nan')):.2f}×"
                        for n in ("agent-c", "agent-c-static", "floor-true", "authflow-via-agent", "authflow-store"))
     print(f"| {rk.replace('_', ' ')} | {cells} |")
-print("\n| round, kind, load mode | agent median ms | agent p99 ms | floor median ms | floor p99 ms | errors | agent CPU µs/req | floor CPU µs/req |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|")
+for rk in rounds:
+    round_ = rk.split("_")[0]
+    cells = "; ".join(f"{name.split('-')[-1]}: {p['pauses_1ms_per_s']:.1f}/s of 1 ms or more, {p['pauses_5ms_per_s']:.2f}/s of 5 ms or more, "
+                      f"{p['paused_percent']:.2f}% of the time, longest {p['longest_pause_ms']:.1f} ms"
+                      for name, p in sorted(r.items()) if name.startswith(f"pauses-{round_}-"))
+    if rk.endswith("_pinned") and cells: print(f"\nCPU pauses before {round_}: {cells}")
+print("\n| round, kind, load mode | agent median ms | agent p99 ms | floor median ms | floor p99 ms | errors | agent CPU µs/req | floor CPU µs/req | longest client pause ms (agent, floor) |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for rk in rounds:
     round_, kind = rk.split("_")
     for mode in ("threads", "epoll", "burst"):
@@ -211,7 +228,8 @@ for rk in rounds:
         ms = lambda d, k: f"{d.get(k, float('nan')) / 1e3:.2f}"
         print(f"| {round_} {kind} {mode} | {ms(agent, 'load_median_us')} | {ms(agent, 'load_p99_us')} | {ms(floor, 'load_median_us')} "
               f"| {ms(floor, 'load_p99_us')} | {int(agent.get('load_errors', 0) + floor.get('load_errors', 0))} "
-              f"| {agent.get('load_agent_cpu_us_per_request', float('nan')):.0f} | {floor.get('load_server_cpu_us_per_request', float('nan')):.0f} |")
+              f"| {agent.get('load_agent_cpu_us_per_request', float('nan')):.0f} | {floor.get('load_server_cpu_us_per_request', float('nan')):.0f} "
+              f"| {pause(agent)}, {pause(floor)} |")
 a = r["agent"]
 print(f"\nidle RSS: {a['rss_idle_after_start_kb']:.0f} KiB after start, {a['rss_idle_after_runs_kb']:.0f} KiB after the runs "
       f"(limit 20 480 KiB); open descriptors after the runs: {a['open_fds_after_runs']:.0f}")

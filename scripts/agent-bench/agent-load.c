@@ -11,6 +11,9 @@
  *            (each one waiting for its line), then writes the N request lines as fast as it can,
  *            collecting ready answers after each write: N requests really at once, with the
  *            connection set-up out of the figure. Latency runs from just before a request's write.
+ *            A burst also reports how long the writing took (write_ms) and the client's longest
+ *            pause between two writes (client_pause_ms): a pause there is time the client's own CPU
+ *            was taken from it, which every request in flight then carries.
  * The latency of a request is from just before its connect(2) to the answer's newline (CLOCK_MONOTONIC);
  * an error is a failed connect/write/read or an answer without "access_token". A connect that finds
  * the listen queue full (EAGAIN) is retried after the next collection and counted (retries), its
@@ -39,6 +42,8 @@ static struct sockaddr_un address = { .sun_family = AF_UNIX };
 static char request[512];
 static int request_length;
 static pthread_barrier_t barrier;
+/* The last burst's writing time and the client's longest pause between two writes, in µs. */
+static double burst_write_us, burst_pause_us;
 
 struct slot { double micros; int error; };
 
@@ -165,15 +170,20 @@ static int run_burst(int n, struct slot *slots, struct connection *connections) 
        latency, so a short wait can only make the figure worse. */
     struct timespec settle = { 0, (long)(20 + n / 10) * 1000000L };
     nanosleep(&settle, NULL);
+    double first = now_us(), last = first;
+    burst_pause_us = 0;
     for (int i = 0; i < n; i++) {
         struct connection *c = &connections[i];
         if (c->done || c->fd < 0) continue;
         c->start = now_us();
+        if (c->start - last > burst_pause_us) burst_pause_us = c->start - last;
+        last = c->start;
         if (write(c->fd, request, (size_t)request_length) != request_length) {
             slots[i].micros = now_us() - c->start; close(c->fd); c->fd = -1; c->done = 1; open--; continue;
         }
         drain(epoll, connections, slots, &open, 0);
     }
+    burst_write_us = now_us() - first;
     while (open > 0 && now_us() < deadline)
         if (drain(epoll, connections, slots, &open, 1000) < 0 && errno != EINTR) break;
     finish(n, connections, epoll);
@@ -230,6 +240,9 @@ int main(int argc, char **argv) {
             all_errors += errors;
             report(name, prefix, one, n, errors);
             printf("RESULT %s %s_wall_ms %.2f\nRESULT %s %s_connect_retries %d\n", name, prefix, wall / 1e3, name, prefix, retries);
+            if (burst_mode)
+                printf("RESULT %s %s_write_ms %.2f\nRESULT %s %s_client_pause_ms %.2f\n", name, prefix, burst_write_us / 1e3,
+                       name, prefix, burst_pause_us / 1e3);
             continue;
         }
         pthread_barrier_init(&barrier, NULL, (unsigned)n + 1);
