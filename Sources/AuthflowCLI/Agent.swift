@@ -295,11 +295,12 @@ final class AgentService: Sendable {
             return .line(Array(AgentProtocol.metrics(AgentMetrics.render(runtime.scheduler.statuses, now: context.services.now(), started: started)).utf8))
         case .token(let id):
             // An unknown provider and a refused one look the same to a peer that may not ask.
-            guard runtime.flow.providers[id] != nil || runtime.access.isOwner(peer) else {
+            let known = runtime.flow.providers[id] != nil
+            guard known || runtime.access.isOwner(peer) else {
                 log("refused \(peer) for \"\(id)\": no such provider")
                 return failure("access_denied", "uid \(peer.uid) may not have the token of \"\(id)\"", recovery: "none")
             }
-            guard runtime.flow.providers[id] != nil else {
+            guard known else {
                 return failure("unknown_provider", "no provider \"\(id)\" is configured in this agent", recovery: "fix_configuration")
             }
             guard runtime.access.allows(peer, id) else {

@@ -42,10 +42,10 @@ enum AgentProtocol {
               bytes.starts(with: head), bytes[(bytes.count - tail.count)...].elementsEqual(tail)
         else { return nil }
         let id = bytes[head.count..<(bytes.count - tail.count)]
-        // Only provider-id bytes: no quote, backslash or control character, so no JSON escape.
-        guard id.count <= 128, id.allSatisfy(isProviderIDByte) else { return nil }
-        let string = String(decoding: id, as: UTF8.self)
-        return isProviderID(string) ? string : nil
+        // Only provider-id bytes: no quote, backslash or control character, so no JSON escape; and
+        // what isProviderID(_:) also asks (1 to 128 bytes, not starting with a dot).
+        guard id.count <= 128, id.first != UInt8(ascii: "."), id.allSatisfy(isProviderIDByte) else { return nil }
+        return String(decoding: id, as: UTF8.self)
     }
 
     private static let plainHead = Array(#"{"v":1,"token":""#.utf8)

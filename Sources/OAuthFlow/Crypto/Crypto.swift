@@ -95,10 +95,24 @@ enum ConstantTime {
     /// Every byte pair is compared, the differences OR-ed together and tested once at the end (what
     /// `CRYPTO_memcmp` does), in Swift: comparing secrets needs no libcrypto.
     static func equals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a.withUnsafeBytes { a in b.withUnsafeBytes { b in equals(a, b) } }
+    }
+
+    /// The same over raw bytes: eight at a time, then the rest one by one.
+    static func equals(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
         guard a.count == b.count else { return false }
-        var difference: UInt8 = 0
-        for index in a.indices { difference |= a[index] ^ b[index] }
-        return difference == 0
+        var wide: UInt64 = 0
+        var index = 0
+        while index + 8 <= a.count {
+            wide |= a.loadUnaligned(fromByteOffset: index, as: UInt64.self) ^ b.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            index += 8
+        }
+        var narrow: UInt8 = 0
+        while index < a.count {
+            narrow |= a[index] ^ b[index]
+            index += 1
+        }
+        return wide | UInt64(narrow) == 0
     }
 }
 

@@ -21,7 +21,9 @@ public struct Secret: Sendable, Codable {
 
     /// Compares two secrets in time independent of where they differ (`CRYPTO_memcmp`).
     public func constantTimeEquals(_ other: Secret) -> Bool {
-        ConstantTime.equals(Array(value.utf8), Array(other.value.utf8))
+        // Over the strings' own UTF-8 storage (made contiguous if it is not), without copies.
+        var (mine, theirs) = (value, other.value)
+        return mine.withUTF8 { a in theirs.withUTF8 { b in ConstantTime.equals(UnsafeRawBufferPointer(a), UnsafeRawBufferPointer(b)) } }
     }
 
     /// Decodes a secret from a single string value.

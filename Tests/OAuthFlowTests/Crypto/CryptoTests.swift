@@ -131,8 +131,13 @@ struct CryptoTests {
         #expect(FormEncoding.decode("a&b=&=c&d=%ZZ").map { [$0.0, $0.1] } == [["a", ""], ["b", ""], ["", "c"], ["d", "%ZZ"]])
     }
 
-    @Test("constant-time comparison is exact", arguments: [
+    @Test("constant-time comparison is exact (eight bytes at a time, then the rest)", arguments: [
         ("abc", "abc", true), ("abc", "abd", false), ("abc", "ab", false), ("", "", true), ("", "a", false), ("é", "e\u{301}", false),
+        ("abcdefgh", "abcdefgh", true), ("abcdefgh", "abcdefgi", false), ("abcdefghi", "abcdefghj", false),
+        ("Xbcdefghijklmnopq", "abcdefghijklmnopq", false), ("abcdefghijklmnopq", "abcdefghijklmnopq", true),
+        (String(repeating: "k", count: 64), String(repeating: "k", count: 64), true),
+        (String(repeating: "k", count: 40) + "x" + String(repeating: "k", count: 23), String(repeating: "k", count: 64), false),
+        (String(repeating: "k", count: 64), String(repeating: "k", count: 65), false),
     ])
     func constantTime(a: String, b: String, equal: Bool) {
         #expect(ConstantTime.equals(Array(a.utf8), Array(b.utf8)) == equal)
