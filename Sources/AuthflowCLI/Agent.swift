@@ -19,10 +19,19 @@ extension Context {
 /// token files, the metrics, systemd notifications and re-authorizations (Documentation/Agent.md).
 final class AgentService: Sendable {
     /// What a catalog load makes; replaced whole on SIGHUP.
-    struct Runtime: Sendable {
+    ///
+    /// A class: every request reads it out of its lock, and a reference costs one retain where a
+    /// struct of these members costs one per member.
+    final class Runtime: Sendable {
         let flow: AuthFlow
         let scheduler: RefreshScheduler
         let access: AgentAccess
+
+        init(flow: AuthFlow, scheduler: RefreshScheduler, access: AgentAccess) {
+            self.flow = flow
+            self.scheduler = scheduler
+            self.access = access
+        }
     }
 
     /// The name of the systemd credential (`LoadCredential=authflow-store-key:/path`) that holds the store key.

@@ -21,9 +21,16 @@ public struct Secret: Sendable, Codable {
 
     /// Compares two secrets in time independent of where they differ (`CRYPTO_memcmp`).
     public func constantTimeEquals(_ other: Secret) -> Bool {
-        // Over the strings' own UTF-8 storage (made contiguous if it is not), without copies.
+        // Over the strings' own UTF-8 storage (made contiguous if it is not), without copies. Two
+        // copies of one secret share their storage: equal without reading it, which tells a clock
+        // nothing about the bytes.
         var (mine, theirs) = (value, other.value)
-        return mine.withUTF8 { a in theirs.withUTF8 { b in ConstantTime.equals(UnsafeRawBufferPointer(a), UnsafeRawBufferPointer(b)) } }
+        return mine.withUTF8 { a in
+            theirs.withUTF8 { b in
+                (a.baseAddress == b.baseAddress && a.count == b.count)
+                    || ConstantTime.equals(UnsafeRawBufferPointer(a), UnsafeRawBufferPointer(b))
+            }
+        }
     }
 
     /// Decodes a secret from a single string value.

@@ -142,5 +142,8 @@ struct CryptoTests {
     func constantTime(a: String, b: String, equal: Bool) {
         #expect(ConstantTime.equals(Array(a.utf8), Array(b.utf8)) == equal)
         #expect(Secret(a).constantTimeEquals(Secret(b)) == equal)
+        // A copy shares the storage of what it copies (equal without reading the bytes).
+        let secret = Secret(a), copy = secret
+        #expect(secret.constantTimeEquals(copy))
     }
 }
