@@ -3,9 +3,9 @@ import Glibc
 import OAuthFlow
 import Synchronization
 
-/// The agent's socket server: threads of its own (``Limits/loops``, one per CPU it may run on, at most two) each
-/// run an `epoll` loop over the listening socket and the connections that loop accepted, so no
-/// thread of the concurrency runtime ever blocks on a client. A new connection wakes one loop
+/// The agent's socket server: threads of its own (``Limits/loops``, one per CPU it may run on, at
+/// most two) each run an `epoll` loop over the listening socket and the connections that loop
+/// accepted, so no thread of the concurrency runtime ever blocks on a client. A new connection wakes one loop
 /// (`EPOLLEXCLUSIVE`). With a single loop, a burst of requests is served by one CPU while the
 /// other one idles: the kernel's wake-ups of a Unix socket's reader are synchronous, which moves
 /// a waiting client onto the CPU of the loop that answered it.
@@ -175,6 +175,9 @@ final class AgentServer: Sendable {
         let limits: Limits
         /// This loop's share of ``Limits/maximumConnections``.
         let maximumConnections: Int
+        /// What the listening socket is watched for: with more than one loop, a new connection
+        /// wakes one of them (`EPOLLEXCLUSIVE`), not all.
+        let listenerEvents: UInt32
         /// Connections by descriptor number.
         var connections: [Connection?] = []
         var live = 0
@@ -192,6 +195,7 @@ final class AgentServer: Sendable {
             self.lane = lane
             self.limits = server.limits
             maximumConnections = max(server.limits.maximumConnections / server.lanes.count, 1)
+            listenerEvents = c_authflow_agent_epollin | (server.lanes.count > 1 ? c_authflow_agent_epollexclusive : 0)
         }
 
         func run() {
@@ -244,9 +248,7 @@ final class AgentServer: Sendable {
         func updateListening(now: ContinuousClock.Instant) {
             let wanted = live < maximumConnections && acceptPausedUntil == nil
             guard wanted != listening else { return }
-            // With more than one loop, a new connection wakes one of them (EPOLLEXCLUSIVE), not all.
-            let events = c_authflow_agent_epollin | (server.lanes.count > 1 ? c_authflow_agent_epollexclusive : 0)
-            if c_authflow_agent_epoll_ctl(lane.poller.raw, wanted ? Self.add : Self.delete, server.listener.raw, events, Self.listenerTag) == 0 {
+            if c_authflow_agent_epoll_ctl(lane.poller.raw, wanted ? Self.add : Self.delete, server.listener.raw, listenerEvents, Self.listenerTag) == 0 {
                 listening = wanted
             } else if wanted {
                 server.log("cannot watch the listening socket (errno \(errno)); trying again in 100 ms")
@@ -290,8 +292,7 @@ final class AgentServer: Sendable {
                 return
             }
             guard count > 0 else { return }   // closed (or failed) before a line: closed here
-            if let newline = chunk[..<count].firstIndex(of: UInt8(ascii: "\n")), newline <= limits.lineLimit {
-                let line = Array(chunk[..<newline])
+            if let line = wholeLine(in: count) {
                 if let answer = server.responder(line, peer) {
                     let sent = Self.send(raw, answer, from: 0)
                     guard let sent, sent < answer.count else { return }   // all written, or failed: closed here
@@ -312,6 +313,13 @@ final class AgentServer: Sendable {
             guard adopt(connection, events: c_authflow_agent_epollin) else { return }
             connection.input = Array(chunk[..<count])
             if connection.input.count > limits.lineLimit { refuseLongLine(connection, now: now) }
+        }
+
+        /// The request line (without its newline) when the `count` bytes just read into `chunk` hold
+        /// all of it, at most ``Limits/lineLimit`` bytes.
+        func wholeLine(in count: Int) -> [UInt8]? {
+            guard let newline = chunk[..<count].firstIndex(of: UInt8(ascii: "\n")), newline <= limits.lineLimit else { return nil }
+            return Array(chunk[..<newline])
         }
 
         func serial() -> UInt32 {
@@ -367,8 +375,8 @@ final class AgentServer: Sendable {
                 if count < 0, errno == EINTR { continue }
                 if count < 0, errno == EAGAIN || errno == EWOULDBLOCK { return }
                 guard count > 0 else { return close(connection, now: now) }   // closed (or failed) before a full line
-                if connection.input.isEmpty, let newline = chunk[..<count].firstIndex(of: UInt8(ascii: "\n")), newline <= limits.lineLimit {
-                    return answer(Array(chunk[..<newline]), to: connection, now: now)   // the usual case: the line in one read
+                if connection.input.isEmpty, let line = wholeLine(in: count) {
+                    return answer(line, to: connection, now: now)   // the usual case: the line in one read
                 }
                 let start = connection.input.count
                 connection.input += chunk[..<count]
