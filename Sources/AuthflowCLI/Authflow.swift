@@ -193,10 +193,12 @@ public enum Authflow {
 
     /// Starts `program` (a path, or a name looked up on `PATH`) with `arguments`, the environment of
     /// this process, and `/dev/null` as its standard input, output and error; a thread of the global
-    /// queue reaps it when it exits. Returns false when it could not be started.
-    static func spawnDetached(_ program: String, _ arguments: [String]) -> Bool {
+    /// queue reaps it when it exits. Returns 0 when it started, or the error number `posix_spawnp`
+    /// gave (`ENOENT` when there is no such program).
+    static func spawnDetached(_ program: String, _ arguments: [String]) -> Int32 {
         var actions = posix_spawn_file_actions_t()
-        guard posix_spawn_file_actions_init(&actions) == 0 else { return false }
+        let initialized = posix_spawn_file_actions_init(&actions)
+        guard initialized == 0 else { return initialized }
         defer { posix_spawn_file_actions_destroy(&actions) }
         for fd: Int32 in [0, 1, 2] {
             posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0)
@@ -205,13 +207,14 @@ public enum Authflow {
         let argv = words.map { strdup($0) } + [nil]
         defer { for argument in argv { free(argument) } }
         var spawned: pid_t = 0
-        guard posix_spawnp(&spawned, program, &actions, nil, argv, environ) == 0 else { return false }
+        let result = posix_spawnp(&spawned, program, &actions, nil, argv, environ)
+        guard result == 0 else { return result }
         let pid = spawned
         DispatchQueue.global().async {
             var status: Int32 = 0
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         }
-        return true
+        return 0
     }
 
     /// Ignores SIGINT and cancels `task` on the first Ctrl-C instead; the second exits with 130.
