@@ -28,6 +28,10 @@ final class TokenCache: Sendable {
     @usableFromInline
     final class Slot: Sendable {
         private let entry = Mutex<Entry?>(nil)
+        /// How many times ``store(_:)`` has replaced the entry: raised under the entry's lock, so
+        /// a version read with an entry belongs to it, and read without the lock by
+        /// ``TokenStamp/isCurrent``.
+        private let version = Atomic<UInt64>(0)
 
         /// The access token while `now` (seconds since 1970) is before the renewal time.
         @usableFromInline
@@ -46,9 +50,26 @@ final class TokenCache: Sendable {
             }
         }
 
+        /// The whole set while `now` is before the renewal time, with the version it belongs to
+        /// and that renewal time.
+        func stampedFreshSet(at now: Double) -> (set: TokenSet, version: UInt64, renewAt: Double)? {
+            entry.withLock { entry in
+                guard let entry, now < entry.renewAt else { return nil }
+                return (entry.set, version.load(ordering: .relaxed), entry.renewAt)
+            }
+        }
+
+        /// The version of the entry held now (see ``stampedFreshSet(at:)``).
+        var currentVersion: UInt64 { version.load(ordering: .acquiring) }
+
         var set: TokenSet? { entry.withLock { $0?.set } }
 
-        func store(_ new: Entry?) { entry.withLock { $0 = new } }
+        func store(_ new: Entry?) {
+            entry.withLock {
+                $0 = new
+                version.wrappingAdd(1, ordering: .releasing)
+            }
+        }
     }
 
     private let slots: [String: Slot]

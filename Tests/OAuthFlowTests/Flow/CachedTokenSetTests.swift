@@ -43,4 +43,45 @@ struct CachedTokenSetTests {
         #expect(server.requests("/token").count == 1)
         #expect(flow.cachedTokenSet(for: "nobody") == nil)
     }
+
+    /// A flow over `server` holding at-1 / rt-1 for "app" and for "other".
+    func twoProviderFlow() async throws -> AuthFlow {
+        let entries = ["app": storedEntry(provider: "app", issuedAt: clock.date), "other": storedEntry(provider: "other", issuedAt: clock.date)]
+        return try await AuthFlow(providers: [scriptedProvider(), scriptedProvider(id: "other")], store: MemorySecretStore(entries),
+                                  transport: server, options: options(clock))
+    }
+
+    @Test("a stamp is current while cachedTokenSet(for:) would answer the same set, and not from the renewal time on")
+    func stampFollowsTime() async throws {
+        let flow = try await flow()
+        let (set, stamp) = try #require(flow.stampedTokenSet(for: "app"))
+        #expect(set.accessToken.reveal() == "at-1")
+        #expect(stamp.isCurrent)
+        clock.advance(by: .seconds(3539))   // one second before the 60 s margin
+        #expect(stamp.isCurrent)
+        clock.advance(by: .seconds(1))
+        #expect(!stamp.isCurrent)
+        #expect(flow.stampedTokenSet(for: "app") == nil)
+        #expect(flow.stampedTokenSet(for: "nobody") == nil)
+        #expect(server.requests().isEmpty)
+    }
+
+    @Test("a stamp is not current once the flow holds another set: a refresh (even to the same token), a logout; another provider's change leaves it current")
+    func stampFollowsTheSlot() async throws {
+        let flow = try await twoProviderFlow()
+        let app = try #require(flow.stampedTokenSet(for: "app")).stamp
+        let other = try #require(flow.stampedTokenSet(for: "other")).stamp
+        server.script("/token", [.token("at-1", refresh: "rt-1")])
+        _ = try await flow.refresh(provider: "app")
+        #expect(!app.isCurrent, "the same token, but stored again: the stamp cannot tell, so it is not current")
+        #expect(other.isCurrent)
+        let renewed = try #require(flow.stampedTokenSet(for: "app")).stamp
+        #expect(renewed.isCurrent)
+        try await flow.clear(provider: "app")
+        #expect(!renewed.isCurrent)
+        #expect(flow.stampedTokenSet(for: "app") == nil)
+        #expect(other.isCurrent)
+        try await flow.clear(provider: "other")
+        #expect(!other.isCurrent)
+    }
 }
