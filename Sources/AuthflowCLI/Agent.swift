@@ -41,6 +41,9 @@ final class AgentService: Sendable {
     let options: AgentOptions
     let started: Date
     private let runtime = Mutex<Runtime?>(nil)
+    /// Raised after each catalog reload, so the socket loops give no answer remembered under the
+    /// previous catalog again.
+    private let catalogEpoch = AgentServer.Epoch()
     private let reauthorizations = Mutex<[String: Task<Void, Never>]>([:])
     private let store: any SecretStore
     private let sinks: [TokenSink]
@@ -112,7 +115,9 @@ final class AgentService: Sendable {
                 log: { [weak self] in self?.log($0) },
                 responder: { [weak self] line, peer in
                     // nil from immediateAnswer means "fetch it": only a missing agent is "stopping".
-                    guard let self else { return Array(AgentProtocol.failure("unavailable", "the agent is stopping", recovery: "retry_later").utf8) }
+                    guard let self else {
+                        return AgentServer.Answer(line: Array(AgentProtocol.failure("unavailable", "the agent is stopping", recovery: "retry_later").utf8))
+                    }
                     return self.immediateAnswer(line, peer)
                 },
                 handler: { [weak self] line, peer in
@@ -206,6 +211,7 @@ final class AgentService: Sendable {
             defer { runtime = next }
             return runtime
         }
+        catalogEpoch.advance()
         previous?.scheduler.stop()
         if let socketPath {
             let mode = next.access.socketMode
@@ -254,17 +260,18 @@ final class AgentService: Sendable {
         }
     }
 
-    /// What a request gets: its answer line now, or a token the flow must fetch first.
+    /// What a request gets: its answer line now (with what keeps it right when the socket loop
+    /// may give it again), or a token the flow must fetch first.
     private enum Reply {
-        case line([UInt8])
+        case line([UInt8], reuse: AgentServer.Reuse? = nil)
         case fetch(AuthFlow, String)
     }
 
     /// The answer line for one request, on the socket loop's thread, without waiting: nil when the
     /// token must be fetched (not in the flow's memory, or due for renewal), for ``answer(_:_:)``.
-    func immediateAnswer(_ line: [UInt8], _ peer: Peer) -> [UInt8]? {
+    func immediateAnswer(_ line: [UInt8], _ peer: Peer) -> AgentServer.Answer? {
         switch reply(line, peer) {
-        case .line(let bytes): return bytes
+        case .line(let bytes, let reuse): return AgentServer.Answer(line: bytes, reuse: reuse)
         case .fetch: return nil
         }
     }
@@ -272,7 +279,7 @@ final class AgentService: Sendable {
     /// The answer line for one request, fetching the token when it must.
     func answer(_ line: [UInt8], _ peer: Peer) async -> [UInt8] {
         switch reply(line, peer) {
-        case .line(let bytes):
+        case .line(let bytes, _):
             return bytes
         case .fetch(let flow, let id):
             do {
@@ -287,6 +294,7 @@ final class AgentService: Sendable {
         func failure(_ code: String, _ message: String, recovery: String) -> Reply {
             .line(Array(AgentProtocol.failure(code, message, recovery: recovery).utf8))
         }
+        let catalog = catalogEpoch.current   // before the runtime: a reload after this read makes it stale
         guard let runtime = runtime.withLock({ $0 }) else {
             return failure("unavailable", "the agent is starting", recovery: "retry_later")
         }
@@ -318,11 +326,14 @@ final class AgentService: Sendable {
             }
             // The flow's fresh token in memory (what tokenSet(for:) answers without waiting), read
             // without a hop onto its actor; a token that is missing or due is fetched in a task.
-            guard let set = runtime.flow.cachedTokenSet(for: id) else {
+            guard let (set, stamp) = runtime.flow.stampedTokenSet(for: id) else {
                 answers.withLock { _ = $0.removeValue(forKey: id) }   // the flow let it go (due, or logged out): so does this
                 return .fetch(runtime.flow, id)
             }
-            return .line(tokenAnswer(set))
+            // The agent's own uid is allowed every provider whatever its groups, so its answer
+            // depends on nothing else of the peer: the loop may give it to that uid again.
+            let reuse = runtime.access.isOwner(peer) ? AgentServer.Reuse(uid: peer.uid, token: stamp, catalog: catalog, epoch: catalogEpoch) : nil
+            return .line(tokenAnswer(set), reuse: reuse)
         }
     }
 

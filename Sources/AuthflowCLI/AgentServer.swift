@@ -18,6 +18,11 @@ import Synchronization
 /// Only a request that must wait (a token to fetch) goes to ``Handler`` in a task; the loop hears
 /// its answer is ready through an eventfd.
 ///
+/// Each loop remembers the token answers it gave the agent's own uid (``Memo``): the same request
+/// line from that uid gets the same bytes again, without parsing or looking anything up, for as
+/// long as ``Reuse/isCurrent`` holds (the flow holds the same fresh set, and no other catalog has
+/// been loaded).
+///
 /// Reading the request and writing the answer each have ``Limits/clientTimeout``: a client that
 /// says nothing, sends too much, or never reads is dropped when it runs out, and none of them
 /// delays another.
@@ -41,7 +46,78 @@ final class AgentServer: Sendable {
 
     /// Answers one request line (without its newline) on the loop's thread, without waiting: the
     /// answer line (with its newline), or nil when it needs ``Handler``.
-    typealias Responder = @Sendable (_ line: [UInt8], _ peer: Peer) -> [UInt8]?
+    typealias Responder = @Sendable (_ line: [UInt8], _ peer: Peer) -> Answer?
+
+    /// An answer line (with its newline) from ``Responder``, and whether the loop may give it again.
+    struct Answer: Sendable {
+        var line: [UInt8]
+        /// When set, the same request line from `reuse.uid` gets `line` again while
+        /// `reuse.isCurrent` holds, without asking the responder.
+        var reuse: Reuse?
+    }
+
+    /// What keeps an answer right: the token set it was made from, and the catalog it was made under.
+    struct Reuse: Sendable {
+        /// The only peer uid the answer may be given to again.
+        var uid: UInt32
+        var token: TokenStamp
+        var catalog: UInt64
+        let epoch: Epoch
+
+        /// True while the flow holds the same fresh set and no other catalog has been loaded.
+        var isCurrent: Bool { epoch.current == catalog && token.isCurrent }
+    }
+
+    /// A counter raised whenever the agent starts serving another catalog (SIGHUP): answers
+    /// remembered under the previous one are not given again. Read it before the catalog, and
+    /// raise it after the new catalog is in place.
+    final class Epoch: Sendable {
+        private let value = Atomic<UInt64>(0)
+        var current: UInt64 { value.load(ordering: .acquiring) }
+        func advance() { value.wrappingAdd(1, ordering: .releasing) }
+    }
+
+    /// A loop's remembered answers: at most ``capacity`` request lines, each with the uid it was
+    /// answered for. They hold tokens, as the flow's own cache does; one that is no longer current
+    /// is dropped when its line comes again, and all that are not current when the loop is idle.
+    struct Memo {
+        static let capacity = 16
+        private(set) var entries: [(line: [UInt8], answer: [UInt8], reuse: Reuse)] = []
+        private var next = 0
+
+        /// The remembered answer of the request line in `line` for `uid`, while it is current.
+        mutating func answer(_ line: UnsafeRawBufferPointer, uid: UInt32) -> [UInt8]? {
+            for index in entries.indices where entries[index].reuse.uid == uid && entries[index].line.count == line.count {
+                let same = entries[index].line.withUnsafeBytes { memcmp($0.baseAddress!, line.baseAddress!, line.count) == 0 }
+                guard same else { continue }
+                if entries[index].reuse.isCurrent { return entries[index].answer }
+                entries.remove(at: index)
+                next = 0
+                return nil
+            }
+            return nil
+        }
+
+        /// Remembers `answer` for `line` from `reuse.uid`, in place of that line's earlier answer,
+        /// else in a free place, else in place of the oldest one kept.
+        mutating func keep(_ line: [UInt8], _ answer: [UInt8], _ reuse: Reuse) {
+            let entry = (line: line, answer: answer, reuse: reuse)
+            if let index = entries.firstIndex(where: { $0.reuse.uid == reuse.uid && $0.line == line }) {
+                entries[index] = entry
+            } else if entries.count < Self.capacity {
+                entries.append(entry)
+            } else {
+                entries[next] = entry
+                next = (next + 1) % Self.capacity
+            }
+        }
+
+        /// Drops the answers that are no longer current.
+        mutating func dropStale() {
+            entries.removeAll { !$0.reuse.isCurrent }
+            next = 0
+        }
+    }
     /// Computes the answer line (with its newline) of a request ``Responder`` could not answer.
     typealias Handler = @Sendable (_ line: [UInt8], _ peer: Peer) async -> [UInt8]
 
@@ -189,6 +265,7 @@ final class AgentServer: Sendable {
         /// The earliest deadline of a connection (or earlier, when that one has closed since).
         var nextSweep: ContinuousClock.Instant?
         var servedSinceTrim = 0
+        var memo = Memo()
 
         init(_ server: AgentServer, _ lane: Lane) {
             self.server = server
@@ -240,6 +317,7 @@ final class AgentServer: Sendable {
         /// set would stay at its peak after every burst of requests.
         func trim() {
             servedSinceTrim = 0
+            memo.dropStale()
             _ = c_authflow_agent_malloc_trim()
         }
 
@@ -292,8 +370,8 @@ final class AgentServer: Sendable {
                 return
             }
             guard count > 0 else { return }   // closed (or failed) before a line: closed here
-            if let line = wholeLine(in: count) {
-                if let answer = server.responder(line, peer) {
+            if let end = lineEnd(in: count) {
+                if let answer = immediateAnswer(lineIn: end, peer) {
                     let sent = Self.send(raw, answer, from: 0)
                     guard let sent, sent < answer.count else { return }   // all written, or failed: closed here
                     let connection = Connection(fd: fd, serial: serial(), peer: peer, deadline: now + limits.clientTimeout)
@@ -305,7 +383,7 @@ final class AgentServer: Sendable {
                     let connection = Connection(fd: fd, serial: serial(), peer: peer, deadline: now + limits.clientTimeout)
                     connection.phase = .waiting
                     adopt(connection, events: 0)
-                    fetch(line, for: connection)
+                    fetch(Array(chunk[..<end]), for: connection)
                 }
                 return
             }
@@ -315,11 +393,26 @@ final class AgentServer: Sendable {
             if connection.input.count > limits.lineLimit { refuseLongLine(connection, now: now) }
         }
 
-        /// The request line (without its newline) when the `count` bytes just read into `chunk` hold
-        /// all of it, at most ``Limits/lineLimit`` bytes.
-        func wholeLine(in count: Int) -> [UInt8]? {
+        /// The length of the request line (without its newline) when the `count` bytes just read
+        /// into `chunk` hold all of it, at most ``Limits/lineLimit`` bytes.
+        func lineEnd(in count: Int) -> Int? {
             guard let newline = chunk[..<count].firstIndex(of: UInt8(ascii: "\n")), newline <= limits.lineLimit else { return nil }
-            return Array(chunk[..<newline])
+            return newline
+        }
+
+        /// The answer of the request line in `chunk[..<end]`, read from this loop's memo or made by
+        /// the responder (and remembered when it says so); nil when it must be fetched.
+        func immediateAnswer(lineIn end: Int, _ peer: Peer) -> [UInt8]? {
+            let remembered = chunk.withUnsafeBytes { memo.answer(UnsafeRawBufferPointer(rebasing: $0[..<end]), uid: peer.uid) }
+            if let remembered { return remembered }
+            return respond(Array(chunk[..<end]), peer)
+        }
+
+        /// The responder's answer of `line` (remembered when it says so); nil when it must be fetched.
+        func respond(_ line: [UInt8], _ peer: Peer) -> [UInt8]? {
+            guard let answer = server.responder(line, peer) else { return nil }
+            if let reuse = answer.reuse, reuse.uid == peer.uid { memo.keep(line, answer.line, reuse) }
+            return answer.line
         }
 
         func serial() -> UInt32 {
@@ -375,30 +468,29 @@ final class AgentServer: Sendable {
                 if count < 0, errno == EINTR { continue }
                 if count < 0, errno == EAGAIN || errno == EWOULDBLOCK { return }
                 guard count > 0 else { return close(connection, now: now) }   // closed (or failed) before a full line
-                if connection.input.isEmpty, let line = wholeLine(in: count) {
-                    return answer(line, to: connection, now: now)   // the usual case: the line in one read
+                if connection.input.isEmpty, let end = lineEnd(in: count) {   // the usual case: the line in one read
+                    if let answer = immediateAnswer(lineIn: end, connection.peer) { return reply(connection, with: answer, now: now) }
+                    return wait(for: Array(chunk[..<end]), connection)
                 }
                 let start = connection.input.count
                 connection.input += chunk[..<count]
                 if let newline = connection.input[start...].firstIndex(of: UInt8(ascii: "\n")), newline <= limits.lineLimit {
                     let line = Array(connection.input[..<newline])
                     connection.input = []
-                    return answer(line, to: connection, now: now)
+                    if let answer = line.withUnsafeBytes({ memo.answer($0, uid: connection.peer.uid) }) ?? respond(line, connection.peer) {
+                        return reply(connection, with: answer, now: now)
+                    }
+                    return wait(for: line, connection)
                 }
                 if connection.input.count > limits.lineLimit { return refuseLongLine(connection, now: now) }
             }
         }
 
-        /// Answers the request `line` of a kept connection: at once when the answer is ready, or
-        /// once a task has computed it.
-        func answer(_ line: [UInt8], to connection: Connection, now: ContinuousClock.Instant) {
-            if let answer = server.responder(line, connection.peer) {
-                reply(connection, with: answer, now: now)
-            } else {
-                connection.phase = .waiting
-                watch(connection, events: 0)
-                fetch(line, for: connection)
-            }
+        /// Has a task compute the answer of a kept connection's request `line`.
+        func wait(for line: [UInt8], _ connection: Connection) {
+            connection.phase = .waiting
+            watch(connection, events: 0)
+            fetch(line, for: connection)
         }
 
         func refuseLongLine(_ connection: Connection, now: ContinuousClock.Instant) {

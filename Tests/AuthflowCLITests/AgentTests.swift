@@ -159,6 +159,12 @@ struct AgentTests {
         }
         #expect(try await ask(as: "4242", "svc") == "at-shared Bearer\n")
         #expect(try await ask(as: "4242", "other") == "error access_denied\n")
+        // The agent's own uid asks with the very line the Python client sends (so both socket
+        // loops remember that answer for it); the line from another uid is still refused.
+        for _ in 0..<20 {
+            #expect(AgentClient.ask(rig.socket, request: #"{"v": 1, "token": "other"}"# + "\n")?["access_token"]?.stringValue == "at-private")
+        }
+        #expect(try await ask(as: "4242", "other") == "error access_denied\n")
         #expect(try await ask(as: "nobody", "svc") == "error access_denied\n")
         #expect(try await ask(as: "nobody", "no-such-provider") == "error access_denied\n", "a refused peer cannot probe for provider ids")
         #expect(agent.stderr.contains(#"refused uid 65534 gid 65534 pid "#))
@@ -276,7 +282,7 @@ struct AgentTests {
         #expect(await agent.waitExit() == 0)
     }
 
-    @Test("SIGHUP reloads the catalog (a new provider is served); a broken catalog keeps the previous one")
+    @Test("SIGHUP reloads the catalog (a new provider is served; a removed one is not, though its answer was remembered); a broken catalog keeps the previous one")
     func reloads() async throws {
         let rig = try Rig()
         defer { rig.remove() }
@@ -296,6 +302,18 @@ struct AgentTests {
         agent.signal(SIGHUP)
         #expect(await agent.waitForStderr("reload failed, still serving the previous catalog"), "\(agent.stderr)")
         #expect(AgentClient.ask(rig.socket, request: #"{"v":1,"token":"svc2"}"# + "\n")?["access_token"]?.stringValue == "at-b")
+
+        // svc, asked often enough that both socket loops remember its answer, then left out of
+        // the catalog: no loop gives the remembered answer again.
+        for _ in 0..<20 {
+            #expect(AgentClient.ask(rig.socket, request: #"{"v":1,"token":"svc"}"# + "\n")?["access_token"]?.stringValue == "at-a")
+        }
+        try rig.directory.writeCatalog([rig.service("svc2", path: "/token2")])
+        agent.signal(SIGHUP)
+        #expect(await agent.waitForStderr("reloaded: 1 provider(s)"), "\(agent.stderr)")
+        for _ in 0..<20 {
+            #expect(AgentClient.ask(rig.socket, request: #"{"v":1,"token":"svc"}"# + "\n")?["error"]?.stringValue == "unknown_provider")
+        }
         agent.signal(SIGTERM)
         #expect(await agent.waitExit() == 0)
     }
