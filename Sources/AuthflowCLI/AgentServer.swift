@@ -8,7 +8,10 @@ import Synchronization
 /// accepted, so no thread of the concurrency runtime ever blocks on a client. A new connection wakes one loop
 /// (`EPOLLEXCLUSIVE`). With a single loop, a burst of requests is served by one CPU while the
 /// other one idles: the kernel's wake-ups of a Unix socket's reader are synchronous, which moves
-/// a waiting client onto the CPU of the loop that answered it.
+/// a waiting client onto the CPU of the loop that answered it. The loops read the agent's
+/// affinity mask again at most once a second while they are awake: pinned to one CPU after it
+/// started, the agent has only its first loop accept connections (two loops taking turns on one
+/// CPU delay each other's clients), and both again once it may run on two.
 ///
 /// A connection is read until its first newline (at most ``Limits/lineLimit`` bytes), answered
 /// with one line, and closed. Most requests are answered on the loop's thread as soon as they are
@@ -37,7 +40,9 @@ final class AgentServer: Sendable {
         /// backlog holds them).
         var maximumConnections = 1024
         /// Socket loops, each a thread with its own epoll set, sharing the listening socket: one
-        /// per CPU the agent may run on, at most two. A connection stays with the loop that accepted it.
+        /// per CPU the agent may run on when it starts, at most two. While it may run on fewer
+        /// CPUs than that, only as many loops accept connections (``AgentServer``). A connection
+        /// stays with the loop that accepted it.
         var loops = Limits.defaultLoops
 
         /// One loop per CPU in the agent's affinity mask when it starts, at most two.
@@ -135,6 +140,9 @@ final class AgentServer: Sendable {
         let wakeup: SharedFileDescriptor
         let outbox = Mutex<[Ready]>([])
         let stopped = Atomic<Bool>(false)
+        /// The connections its loop holds (kept only with more than one loop): a loop taking the
+        /// share of one that stands down counts them against ``Limits/maximumConnections``.
+        let held = Atomic<Int>(0)
 
         /// - Throws: ``SystemError`` when the epoll set or the eventfd cannot be made.
         init() throws(SystemError) {
@@ -158,6 +166,11 @@ final class AgentServer: Sendable {
     private let handler: Handler
     private let log: @Sendable (String) -> Void
     private let stopping = Atomic<Bool>(false)
+    /// How many loops accept new connections: one per CPU the agent may run on now, at most
+    /// ``lanes``.count. The loops read the affinity mask again at most once a second while they
+    /// are awake, so one pinned to fewer CPUs after it started (`taskset -a -p`, a cgroup's cpuset)
+    /// stops taking turns with a loop it now shares a CPU with.
+    private let acceptingLoops: Atomic<Int>
 
     /// Serves `listener` (a listening, non-blocking stream socket) once ``start()`` is called.
     /// - Throws: ``SystemError`` when an epoll set or an eventfd cannot be made.
@@ -167,6 +180,7 @@ final class AgentServer: Sendable {
         var lanes: [Lane] = []
         for _ in 0..<max(limits.loops, 1) { lanes.append(try Lane()) }
         self.lanes = lanes
+        acceptingLoops = Atomic(lanes.count)
         self.limits = limits
         self.log = log
         self.responder = responder
@@ -176,9 +190,9 @@ final class AgentServer: Sendable {
     /// Starts the loops' threads; false when the system could not make one (the others are
     /// stopped then).
     func start() -> Bool {
-        for lane in lanes {
+        for (index, lane) in lanes.enumerated() {
             let started = DetachedThread.start(name: "authflow-agent") { [self] in
-                Loop(self, lane).run()
+                Loop(self, lane, index: index).run()
                 lane.stopped.store(true, ordering: .releasing)
             }
             guard started else {
@@ -192,6 +206,17 @@ final class AgentServer: Sendable {
     /// Stops accepting and closes every connection (answers not yet written are dropped).
     func stop() {
         stopping.store(true, ordering: .releasing)
+        for lane in lanes { lane.poke() }
+    }
+
+    /// Reads how many CPUs the agent may run on now; when that changes how many loops accept
+    /// connections, says so and wakes every loop to take its listening socket in or out.
+    private func readAffinity() {
+        let cpus = max(Int(c_authflow_agent_usable_cpus()), 1)
+        let accepting = min(cpus, lanes.count)
+        let before = acceptingLoops.exchange(accepting, ordering: .acquiringAndReleasing)
+        guard before != accepting else { return }
+        log("the agent may run on \(cpus) CPU(s) now: \(accepting) of its \(lanes.count) socket loops accept connections")
         for lane in lanes { lane.poke() }
     }
 
@@ -248,15 +273,21 @@ final class AgentServer: Sendable {
 
         let server: AgentServer
         let lane: Lane
+        /// Its place among the loops: the first ``acceptingLoops`` accept connections.
+        let index: Int
         let limits: Limits
-        /// This loop's share of ``Limits/maximumConnections``.
-        let maximumConnections: Int
+        /// How many loops accept connections, as this loop last read it.
+        var accepting: Int
+        /// When this loop next reads the affinity mask (``readAffinity()``), if it is awake then.
+        var nextAffinityCheck: ContinuousClock.Instant
         /// What the listening socket is watched for: with more than one loop, a new connection
         /// wakes one of them (`EPOLLEXCLUSIVE`), not all.
         let listenerEvents: UInt32
         /// Connections by descriptor number.
         var connections: [Connection?] = []
-        var live = 0
+        var live = 0 {
+            didSet { if server.lanes.count > 1 { lane.held.store(live, ordering: .relaxed) } }
+        }
         var nextSerial: UInt32 = 0
         /// Reused for every read: a request that arrives whole is never copied but for its line.
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
@@ -267,11 +298,13 @@ final class AgentServer: Sendable {
         var servedSinceTrim = 0
         var memo = Memo()
 
-        init(_ server: AgentServer, _ lane: Lane) {
+        init(_ server: AgentServer, _ lane: Lane, index: Int) {
             self.server = server
             self.lane = lane
+            self.index = index
             self.limits = server.limits
-            maximumConnections = max(server.limits.maximumConnections / server.lanes.count, 1)
+            accepting = server.lanes.count
+            nextAffinityCheck = .now
             listenerEvents = c_authflow_agent_epollin | (server.lanes.count > 1 ? c_authflow_agent_epollexclusive : 0)
         }
 
@@ -303,6 +336,7 @@ final class AgentServer: Sendable {
                 }
                 if let sweep = nextSweep, sweep <= now { self.sweep(now: now) }
                 if count == 0, idleTrim, live == 0 { trim() }
+                if server.lanes.count > 1 { followAffinity(now: now) }
             }
             connections.removeAll()
         }
@@ -321,10 +355,35 @@ final class AgentServer: Sendable {
             _ = c_authflow_agent_malloc_trim()
         }
 
+        /// Reads the affinity mask when a second has passed since this loop last did, and takes the
+        /// listening socket in or out when the number of accepting loops has changed.
+        func followAffinity(now: ContinuousClock.Instant) {
+            if now >= nextAffinityCheck {
+                nextAffinityCheck = now + .seconds(1)
+                server.readAffinity()
+            }
+            let current = server.acceptingLoops.load(ordering: .acquiring)
+            guard current != accepting else { return }
+            accepting = current
+            updateListening(now: now)
+        }
+
+        /// Whether this loop may take one more connection: it is one of the accepting loops, it
+        /// holds less than their share of ``Limits/maximumConnections``, and all the loops hold
+        /// less than all of it (one that stopped accepting still finishes its own connections).
+        var hasRoom: Bool {
+            guard index < accepting, live < max(limits.maximumConnections / accepting, 1) else { return false }
+            guard accepting < server.lanes.count else { return true }
+            var held = live
+            for (other, lane) in server.lanes.enumerated() where other != index { held += lane.held.load(ordering: .relaxed) }
+            return held < limits.maximumConnections
+        }
+
         /// Puts the listening socket in the epoll set while connections may be accepted, and takes
-        /// it out while the table is full or accepting is paused (out of descriptors).
+        /// it out while the table is full, accepting is paused (out of descriptors), or this loop
+        /// is not one of the accepting loops.
         func updateListening(now: ContinuousClock.Instant) {
-            let wanted = live < maximumConnections && acceptPausedUntil == nil
+            let wanted = hasRoom && acceptPausedUntil == nil
             guard wanted != listening else { return }
             if c_authflow_agent_epoll_ctl(lane.poller.raw, wanted ? Self.add : Self.delete, server.listener.raw, listenerEvents, Self.listenerTag) == 0 {
                 listening = wanted
@@ -338,7 +397,7 @@ final class AgentServer: Sendable {
 
         func acceptBatch(now: ContinuousClock.Instant) {
             for _ in 0..<Self.acceptBatch {
-                guard live < maximumConnections else { break }
+                guard hasRoom else { break }
                 let raw = c_authflow_agent_accept(server.listener.raw, Self.acceptFlags)
                 if raw < 0 {
                     let code = errno

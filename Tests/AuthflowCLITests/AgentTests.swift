@@ -506,13 +506,71 @@ struct AgentTests {
         #expect(await agent.waitExit() == 0)
     }
 
+    @Test("pinned to one CPU after it started (taskset -a -p), only the first socket loop accepts; on two CPUs again, both do", .enabled(if: ProcessInfo.processInfo.activeProcessorCount >= 2))
+    func loopsFollowTheAffinity() async throws {
+        let allowed = try #require(allowedCPUList())
+        try #require(allowedCPUs() ?? 0 >= 2, "needs two CPUs: \(allowed)")
+        let first = try #require(allowed.split(whereSeparator: { $0 == "," || $0 == "-" }).first.map(String.init))
+        let rig = try Rig()
+        defer { rig.remove() }
+        try rig.directory.writeCatalog([rig.service("svc")])
+        rig.server.script("/token", [.token("at-pinned", expiresIn: 3600)])
+        let agent = try rig.start()
+        #expect(await agent.waitForStderr("ready"), "\(agent.stderr)")
+        #expect(listeningLoops(agent.pid) == 2)
+
+        func pin(_ cpus: String) async throws {
+            let taskset = try await runProcess("/usr/bin/taskset", ["-a", "-p", "-c", cpus, "\(agent.pid)"])
+            try #require(taskset.status == 0, "taskset: \(taskset.stderr)")
+        }
+        // Each request wakes a loop, which reads the mask at most once a second.
+        func served() -> Bool { AgentClient.ask(rig.socket, request: #"{"v":1,"token":"svc"}"# + "\n")?["access_token"]?.stringValue == "at-pinned" }
+        try await pin(first)
+        #expect(await eventually { served() && listeningLoops(agent.pid) == 1 }, "\(agent.stderr)")
+        #expect(agent.stderr.contains("the agent may run on 1 CPU(s) now: 1 of its 2 socket loops accept connections"), "\(agent.stderr)")
+        // The one loop takes every connection: 600, more than its share of two loops (512), held at once.
+        var held: [SharedFileDescriptor] = []
+        for _ in 0..<600 { held.append(SharedFileDescriptor(try UnixSocket.connect(rig.socket))) }
+        #expect(await eventually { descriptors(agent.pid) >= 600 })
+        for connection in held { #expect(sendAll(connection.raw, Array((#"{"v":1,"token":"svc"}"# + "\n").utf8))) }
+        #expect(held.filter { readAnswer($0.raw)?.contains(#""access_token":"at-pinned""#) == true }.count == 600)
+        held.removeAll()
+
+        try await pin(allowed)
+        #expect(await eventually { served() && listeningLoops(agent.pid) == 2 }, "\(agent.stderr)")
+        #expect(agent.stderr.contains("2 of its 2 socket loops accept connections"), "\(agent.stderr)")
+        agent.signal(SIGTERM)
+        #expect(await agent.waitExit() == 0)
+    }
+
+    /// How many of the agent's epoll sets watch its listening socket: the sets whose
+    /// `/proc/PID/fdinfo` has an entry tagged `ffffffff` (the loops' tag for the listener).
+    func listeningLoops(_ pid: Int32) -> Int {
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+        return descriptors.filter { fd in
+            guard (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)")) == "anon_inode:[eventpoll]",
+                  let info = try? String(contentsOfFile: "/proc/\(pid)/fdinfo/\(fd)", encoding: .utf8) else { return false }
+            return info.split(separator: "\n").contains { line in
+                let words = line.split(separator: " ")
+                guard let data = words.firstIndex(of: "data:"), data + 1 < words.count else { return false }
+                return words[data + 1] == "ffffffff"
+            }
+        }.count
+    }
+
+    /// The kernel's `Cpus_allowed_list` of this process, such as `0-1` or `0,2-3`.
+    func allowedCPUList() -> String? {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Cpus_allowed_list:") }) else { return nil }
+        return line.dropFirst("Cpus_allowed_list:".count).trimmingCharacters(in: .whitespaces)
+    }
+
     /// How many CPUs this process may run on (the agent, its child, inherits the mask): the
     /// kernel's `Cpus_allowed_list` in `/proc/self/status`, such as `0-1` or `0,2-3`.
     func allowedCPUs() -> Int? {
-        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Cpus_allowed_list:") }) else { return nil }
+        guard let list = allowedCPUList() else { return nil }
         var count = 0
-        for range in line.dropFirst("Cpus_allowed_list:".count).trimmingCharacters(in: .whitespaces).split(separator: ",") {
+        for range in list.split(separator: ",") {
             let bounds = range.split(separator: "-").compactMap { Int($0) }
             guard let first = bounds.first, let last = bounds.last, last >= first else { return nil }
             count += last - first + 1
