@@ -41,6 +41,14 @@ struct AgentMemoTests {
         Array(line.utf8).withUnsafeBytes { memo.answer($0, uid: uid) }.map { String(decoding: $0, as: UTF8.self) }
     }
 
+    /// A memo holding "answer-a" for ``lineA`` and "answer-b" for ``lineB``, both for uid 0.
+    func memoOfBoth(_ flow: AuthFlow) throws -> AgentServer.Memo {
+        var memo = AgentServer.Memo()
+        memo.keep(Array(Self.lineA.utf8), Array("answer-a\n".utf8), try reuse(flow, "a"))
+        memo.keep(Array(Self.lineB.utf8), Array("answer-b\n".utf8), try reuse(flow, "b"))
+        return memo
+    }
+
     static let lineA = #"{"v":1,"token":"a"}"#
     static let lineB = #"{"v":1,"token":"b"}"#
 
@@ -61,9 +69,7 @@ struct AgentMemoTests {
     @Test("no longer given, and dropped when its line comes: the flow holds another set, the set is due, another catalog")
     func stale() async throws {
         let flow = try await flow()
-        var memo = AgentServer.Memo()
-        memo.keep(Array(Self.lineA.utf8), Array("answer-a\n".utf8), try reuse(flow, "a"))
-        memo.keep(Array(Self.lineB.utf8), Array("answer-b\n".utf8), try reuse(flow, "b"))
+        var memo = try memoOfBoth(flow)
 
         // Another set for "a" (a renewal, as a refresh or another process's store gives): "b" stays.
         _ = try await flow.clientCredentials(provider: "a")
@@ -89,9 +95,7 @@ struct AgentMemoTests {
     @Test("a logout: the flow lets the set go, so does the memo; dropStale drops only what is no longer current")
     func logoutAndDropStale() async throws {
         let flow = try await flow()
-        var memo = AgentServer.Memo()
-        memo.keep(Array(Self.lineA.utf8), Array("answer-a\n".utf8), try reuse(flow, "a"))
-        memo.keep(Array(Self.lineB.utf8), Array("answer-b\n".utf8), try reuse(flow, "b"))
+        var memo = try memoOfBoth(flow)
         try await flow.clear(provider: "a")
         memo.dropStale()
         #expect(memo.entries.map { String(decoding: $0.line, as: UTF8.self) } == [Self.lineB])
