@@ -87,7 +87,12 @@ final class AgentServer: Sendable {
     /// is dropped when its line comes again, and all that are not current when the loop is idle.
     struct Memo {
         static let capacity = 16
-        private(set) var entries: [(line: [UInt8], answer: [UInt8], reuse: Reuse)] = []
+        struct Entry {
+            var line: [UInt8]
+            var answer: [UInt8]
+            var reuse: Reuse
+        }
+        private(set) var entries: [Entry] = []
         private var next = 0
 
         /// The remembered answer of the request line in `line` for `uid`, while it is current.
@@ -106,7 +111,7 @@ final class AgentServer: Sendable {
         /// Remembers `answer` for `line` from `reuse.uid`, in place of that line's earlier answer,
         /// else in a free place, else in place of the oldest one kept.
         mutating func keep(_ line: [UInt8], _ answer: [UInt8], _ reuse: Reuse) {
-            let entry = (line: line, answer: answer, reuse: reuse)
+            let entry = Entry(line: line, answer: answer, reuse: reuse)
             if let index = entries.firstIndex(where: { $0.reuse.uid == reuse.uid && $0.line == line }) {
                 entries[index] = entry
             } else if entries.count < Self.capacity {
@@ -233,15 +238,19 @@ final class AgentServer: Sendable {
     private enum Phase { case reading, waiting, writing }
 
     /// One client the loop could not finish at once; lives on the loop's thread only.
+    ///
+    /// Its `var`s, like ``Loop``'s, are `@exclusivity(unchecked)`: only their loop's thread
+    /// touches them, and the run-time access checks were a quarter of the loop's instructions per
+    /// request (Performance.md, "2026-12-04"). The compiler still checks what it can see.
     private final class Connection {
         let fd: FileDescriptor
         let serial: UInt32
         let peer: Peer
-        var phase = Phase.reading
-        var input: [UInt8] = []
-        var output: [UInt8] = []
-        var sent = 0
-        var deadline: ContinuousClock.Instant
+        @exclusivity(unchecked) var phase = Phase.reading
+        @exclusivity(unchecked) var input: [UInt8] = []
+        @exclusivity(unchecked) var output: [UInt8] = []
+        @exclusivity(unchecked) var sent = 0
+        @exclusivity(unchecked) var deadline: ContinuousClock.Instant
 
         init(fd: consuming FileDescriptor, serial: UInt32, peer: Peer, deadline: ContinuousClock.Instant) {
             self.fd = fd
@@ -255,7 +264,8 @@ final class AgentServer: Sendable {
         var tag: UInt64 { UInt64(serial) << 32 | UInt64(UInt32(bitPattern: fd.raw)) }
     }
 
-    /// The loop's state, on its thread only.
+    /// The loop's state, on its thread only (so its `var`s skip the run-time exclusivity checks:
+    /// see ``Connection``).
     private final class Loop {
         static let add: Int32 = 0
         static let modify: Int32 = 1
@@ -277,26 +287,26 @@ final class AgentServer: Sendable {
         let index: Int
         let limits: Limits
         /// How many loops accept connections, as this loop last read it.
-        var accepting: Int
+        @exclusivity(unchecked) var accepting: Int
         /// When this loop next reads the affinity mask (``readAffinity()``), if it is awake then.
-        var nextAffinityCheck: ContinuousClock.Instant
+        @exclusivity(unchecked) var nextAffinityCheck: ContinuousClock.Instant
         /// What the listening socket is watched for: with more than one loop, a new connection
         /// wakes one of them (`EPOLLEXCLUSIVE`), not all.
         let listenerEvents: UInt32
         /// Connections by descriptor number.
-        var connections: [Connection?] = []
-        var live = 0 {
+        @exclusivity(unchecked) var connections: [Connection?] = []
+        @exclusivity(unchecked) var live = 0 {
             didSet { if server.lanes.count > 1 { lane.held.store(live, ordering: .relaxed) } }
         }
-        var nextSerial: UInt32 = 0
+        @exclusivity(unchecked) var nextSerial: UInt32 = 0
         /// Reused for every read: a request that arrives whole is never copied but for its line.
-        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-        var listening = false
-        var acceptPausedUntil: ContinuousClock.Instant?
+        @exclusivity(unchecked) var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        @exclusivity(unchecked) var listening = false
+        @exclusivity(unchecked) var acceptPausedUntil: ContinuousClock.Instant?
         /// The earliest deadline of a connection (or earlier, when that one has closed since).
-        var nextSweep: ContinuousClock.Instant?
-        var servedSinceTrim = 0
-        var memo = Memo()
+        @exclusivity(unchecked) var nextSweep: ContinuousClock.Instant?
+        @exclusivity(unchecked) var servedSinceTrim = 0
+        @exclusivity(unchecked) var memo = Memo()
 
         init(_ server: AgentServer, _ lane: Lane, index: Int) {
             self.server = server
