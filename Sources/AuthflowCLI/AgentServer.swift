@@ -324,8 +324,8 @@ final class AgentServer: Sendable {
             while !server.stopping.load(ordering: .acquiring) {
                 let before = ContinuousClock.now
                 let idleTrim = live == 0 && servedSinceTrim >= Self.trimAfter
-                var wake = [nextSweep, acceptPausedUntil].compactMap { $0 }.min()
-                if idleTrim { wake = min(wake ?? before + Self.trimDelay, before + Self.trimDelay) }
+                var wake = Self.earlier(nextSweep, acceptPausedUntil)
+                if idleTrim { wake = Self.earlier(wake, before + Self.trimDelay) }
                 let timeout = wake.map { Self.milliseconds(until: $0, from: before) } ?? -1
                 let count = events.withUnsafeMutableBufferPointer {
                     c_authflow_agent_epoll_wait(lane.poller.raw, $0.baseAddress, Int32($0.count), timeout)
@@ -349,6 +349,13 @@ final class AgentServer: Sendable {
                 if server.lanes.count > 1 { followAffinity(now: now) }
             }
             connections.removeAll()
+        }
+
+        /// The earlier of two optional instants (nil when both are).
+        static func earlier(_ a: ContinuousClock.Instant?, _ b: ContinuousClock.Instant?) -> ContinuousClock.Instant? {
+            guard let a else { return b }
+            guard let b else { return a }
+            return min(a, b)
         }
 
         static func milliseconds(until deadline: ContinuousClock.Instant, from now: ContinuousClock.Instant) -> Int32 {
@@ -465,7 +472,10 @@ final class AgentServer: Sendable {
         /// The length of the request line (without its newline) when the `count` bytes just read
         /// into `chunk` hold all of it, at most ``Limits/lineLimit`` bytes.
         func lineEnd(in count: Int) -> Int? {
-            guard let newline = chunk[..<count].firstIndex(of: UInt8(ascii: "\n")), newline <= limits.lineLimit else { return nil }
+            let newline = chunk.withUnsafeBytes { bytes in
+                memchr(bytes.baseAddress!, Int32(UInt8(ascii: "\n")), count).map { bytes.baseAddress!.distance(to: UnsafeRawPointer($0)) }
+            }
+            guard let newline, newline <= limits.lineLimit else { return nil }
             return newline
         }
 
