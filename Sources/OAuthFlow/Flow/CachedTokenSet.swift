@@ -44,6 +44,6 @@ package struct TokenStamp: Sendable {
     /// True while the set stamped is still the flow's fresh set: one atomic load and one clock read.
     package var isCurrent: Bool {
         guard slot.currentVersion == version else { return false }
-        return (readsSystemClock ? SystemClock.coarseSeconds() : now().timeIntervalSince1970) < renewAt
+        return SystemClock.freshnessSeconds(readsSystemClock: readsSystemClock, now: now) < renewAt
     }
 }

@@ -44,7 +44,7 @@ extension AuthFlow {
     /// ``Options/now`` is the system clock (see ``Options/readsSystemClock``), else ``Options/now``.
     @inline(__always)
     nonisolated func freshnessTime() -> Double {
-        options.readsSystemClock ? SystemClock.coarseSeconds() : options.now().timeIntervalSince1970
+        SystemClock.freshnessSeconds(readsSystemClock: options.readsSystemClock, now: options.now)
     }
 
     nonisolated func isFresh(_ set: TokenSet) -> Bool {

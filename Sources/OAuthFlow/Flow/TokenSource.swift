@@ -49,7 +49,7 @@ public struct TokenSource: Sendable {
         // One clock read; the slot's lock is held for one copy; no table lookup, no actor hop, and
         // (nonsending) no executor switch: a cached token is answered on the caller's executor.
         // Inlinable, so the caller's async frame holds it: no frame of its own either.
-        let time = readsSystemClock ? SystemClock.coarseSeconds() : now().timeIntervalSince1970
+        let time = SystemClock.freshnessSeconds(readsSystemClock: readsSystemClock, now: now)
         if let token = slot?.freshToken(at: time) { return token }
         return try await flow.renewShared(providerID, force: false).accessToken
     }
@@ -57,7 +57,7 @@ public struct TokenSource: Sendable {
     /// The whole valid token set (token type, scopes, expiry), refreshed when needed.
     /// - Throws: the same as ``token()``.
     nonisolated(nonsending) public func tokenSet() async throws(OAuthError) -> TokenSet {
-        if let set = slot?.freshSet(at: readsSystemClock ? SystemClock.coarseSeconds() : now().timeIntervalSince1970) { return set }
+        if let set = slot?.freshSet(at: SystemClock.freshnessSeconds(readsSystemClock: readsSystemClock, now: now)) { return set }
         return try await flow.renewShared(providerID, force: false)
     }
 
