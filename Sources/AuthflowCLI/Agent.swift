@@ -332,7 +332,7 @@ final class AgentService: Sendable {
             }
             // The agent's own uid is allowed every provider whatever its groups, so its answer
             // depends on nothing else of the peer: the loop may give it to that uid again.
-            let reuse = runtime.access.isOwner(peer) ? AgentServer.Reuse(uid: peer.uid, token: stamp, catalog: catalog, epoch: catalogEpoch) : nil
+            let reuse = runtime.access.isOwner(peer) ? AgentServer.Reuse(token: stamp, catalog: catalog, epoch: catalogEpoch) : nil
             return .line(tokenAnswer(set), reuse: reuse)
         }
     }

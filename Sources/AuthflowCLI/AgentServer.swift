@@ -56,15 +56,13 @@ final class AgentServer: Sendable {
     /// An answer line (with its newline) from ``Responder``, and whether the loop may give it again.
     struct Answer: Sendable {
         var line: [UInt8]
-        /// When set, the same request line from `reuse.uid` gets `line` again while
+        /// When set, the same request line from the same peer uid gets `line` again while
         /// `reuse.isCurrent` holds, without asking the responder.
         var reuse: Reuse?
     }
 
     /// What keeps an answer right: the token set it was made from, and the catalog it was made under.
     struct Reuse: Sendable {
-        /// The only peer uid the answer may be given to again.
-        var uid: UInt32
         var token: TokenStamp
         var catalog: UInt64
         let epoch: Epoch
@@ -84,10 +82,12 @@ final class AgentServer: Sendable {
 
     /// A loop's remembered answers: at most ``capacity`` request lines, each with the uid it was
     /// answered for. They hold tokens, as the flow's own cache does; one that is no longer current
-    /// is dropped when its line comes again, and all that are not current when the loop is idle.
+    /// is dropped when its line comes again, and all that are not current by ``dropStale()``
+    /// (when the loop trims its memory after a burst).
     struct Memo {
         static let capacity = 16
         struct Entry {
+            var uid: UInt32
             var line: [UInt8]
             var answer: [UInt8]
             var reuse: Reuse
@@ -97,7 +97,7 @@ final class AgentServer: Sendable {
 
         /// The remembered answer of the request line in `line` for `uid`, while it is current.
         mutating func answer(_ line: UnsafeRawBufferPointer, uid: UInt32) -> [UInt8]? {
-            for index in entries.indices where entries[index].reuse.uid == uid && entries[index].line.count == line.count {
+            for index in entries.indices where entries[index].uid == uid && entries[index].line.count == line.count {
                 let same = entries[index].line.withUnsafeBytes { memcmp($0.baseAddress!, line.baseAddress!, line.count) == 0 }
                 guard same else { continue }
                 if entries[index].reuse.isCurrent { return entries[index].answer }
@@ -108,11 +108,11 @@ final class AgentServer: Sendable {
             return nil
         }
 
-        /// Remembers `answer` for `line` from `reuse.uid`, in place of that line's earlier answer,
+        /// Remembers `answer` for `line` from `uid`, in place of that line's earlier answer,
         /// else in a free place, else in place of the oldest one kept.
-        mutating func keep(_ line: [UInt8], _ answer: [UInt8], _ reuse: Reuse) {
-            let entry = Entry(line: line, answer: answer, reuse: reuse)
-            if let index = entries.firstIndex(where: { $0.reuse.uid == reuse.uid && $0.line == line }) {
+        mutating func keep(_ line: [UInt8], _ answer: [UInt8], _ reuse: Reuse, uid: UInt32) {
+            let entry = Entry(uid: uid, line: line, answer: answer, reuse: reuse)
+            if let index = entries.firstIndex(where: { $0.uid == uid && $0.line == line }) {
                 entries[index] = entry
             } else if entries.count < Self.capacity {
                 entries.append(entry)
@@ -479,18 +479,18 @@ final class AgentServer: Sendable {
             return newline
         }
 
-        /// The answer of the request line in `chunk[..<end]`, read from this loop's memo or made by
-        /// the responder (and remembered when it says so); nil when it must be fetched.
+        /// ``immediateAnswer(_:_:)`` of the request line in `chunk[..<end]`.
         func immediateAnswer(lineIn end: Int, _ peer: Peer) -> [UInt8]? {
-            let remembered = chunk.withUnsafeBytes { memo.answer(UnsafeRawBufferPointer(rebasing: $0[..<end]), uid: peer.uid) }
-            if let remembered { return remembered }
-            return respond(Array(chunk[..<end]), peer)
+            chunk.withUnsafeBytes { immediateAnswer(UnsafeRawBufferPointer(rebasing: $0[..<end]), peer) }
         }
 
-        /// The responder's answer of `line` (remembered when it says so); nil when it must be fetched.
-        func respond(_ line: [UInt8], _ peer: Peer) -> [UInt8]? {
-            guard let answer = server.responder(line, peer) else { return nil }
-            if let reuse = answer.reuse, reuse.uid == peer.uid { memo.keep(line, answer.line, reuse) }
+        /// The answer of the request `line`, read from this loop's memo or made by the responder
+        /// (and remembered when it says so); nil when it must be fetched.
+        func immediateAnswer(_ line: UnsafeRawBufferPointer, _ peer: Peer) -> [UInt8]? {
+            if let remembered = memo.answer(line, uid: peer.uid) { return remembered }
+            let bytes = Array(line)
+            guard let answer = server.responder(bytes, peer) else { return nil }
+            if let reuse = answer.reuse { memo.keep(bytes, answer.line, reuse, uid: peer.uid) }
             return answer.line
         }
 
@@ -556,7 +556,7 @@ final class AgentServer: Sendable {
                 if let newline = connection.input[start...].firstIndex(of: UInt8(ascii: "\n")), newline <= limits.lineLimit {
                     let line = Array(connection.input[..<newline])
                     connection.input = []
-                    if let answer = line.withUnsafeBytes({ memo.answer($0, uid: connection.peer.uid) }) ?? respond(line, connection.peer) {
+                    if let answer = line.withUnsafeBytes({ immediateAnswer($0, connection.peer) }) {
                         return reply(connection, with: answer, now: now)
                     }
                     return wait(for: line, connection)

@@ -31,10 +31,10 @@ struct AgentMemoTests {
         return flow
     }
 
-    /// What the responder would attach to a token answer of `provider` for `uid`.
-    func reuse(_ flow: AuthFlow, _ provider: String, uid: UInt32 = 0) throws -> AgentServer.Reuse {
+    /// What the responder would attach to a token answer of `provider`.
+    func reuse(_ flow: AuthFlow, _ provider: String) throws -> AgentServer.Reuse {
         let stamp = try #require(flow.stampedTokenSet(for: provider)).stamp
-        return AgentServer.Reuse(uid: uid, token: stamp, catalog: epoch.current, epoch: epoch)
+        return AgentServer.Reuse(token: stamp, catalog: epoch.current, epoch: epoch)
     }
 
     func ask(_ memo: inout AgentServer.Memo, _ line: String, uid: UInt32 = 0) -> String? {
@@ -44,8 +44,8 @@ struct AgentMemoTests {
     /// A memo holding "answer-a" for ``lineA`` and "answer-b" for ``lineB``, both for uid 0.
     func memoOfBoth(_ flow: AuthFlow) throws -> AgentServer.Memo {
         var memo = AgentServer.Memo()
-        memo.keep(Array(Self.lineA.utf8), Array("answer-a\n".utf8), try reuse(flow, "a"))
-        memo.keep(Array(Self.lineB.utf8), Array("answer-b\n".utf8), try reuse(flow, "b"))
+        memo.keep(Array(Self.lineA.utf8), Array("answer-a\n".utf8), try reuse(flow, "a"), uid: 0)
+        memo.keep(Array(Self.lineB.utf8), Array("answer-b\n".utf8), try reuse(flow, "b"), uid: 0)
         return memo
     }
 
@@ -56,7 +56,7 @@ struct AgentMemoTests {
     func sameLineSameUID() async throws {
         let flow = try await flow()
         var memo = AgentServer.Memo()
-        memo.keep(Array(Self.lineA.utf8), Array("answer-a\n".utf8), try reuse(flow, "a"))
+        memo.keep(Array(Self.lineA.utf8), Array("answer-a\n".utf8), try reuse(flow, "a"), uid: 0)
         #expect(ask(&memo, Self.lineA) == "answer-a\n")
         #expect(ask(&memo, Self.lineA) == "answer-a\n")
         #expect(ask(&memo, Self.lineA, uid: 1000) == nil, "another uid is asked about by the responder")
@@ -78,7 +78,7 @@ struct AgentMemoTests {
         #expect(ask(&memo, Self.lineB) == "answer-b\n")
 
         // Due: one second before the renewal time (expiry minus 60 s) it is given, at it not.
-        memo.keep(Array(Self.lineA.utf8), Array("answer-a2\n".utf8), try reuse(flow, "a"))
+        memo.keep(Array(Self.lineA.utf8), Array("answer-a2\n".utf8), try reuse(flow, "a"), uid: 0)
         now.advance(3539)
         #expect(ask(&memo, Self.lineA) == "answer-a2\n")
         now.advance(1)
@@ -108,11 +108,11 @@ struct AgentMemoTests {
         let flow = try await flow()
         var memo = AgentServer.Memo()
         let lines = (0..<AgentServer.Memo.capacity).map { #"{"v":1,"token":"a","n":\#($0)}"# }
-        for line in lines { memo.keep(Array(line.utf8), Array("\(line)\n".utf8), try reuse(flow, "a")) }
-        memo.keep(Array(lines[3].utf8), Array("again\n".utf8), try reuse(flow, "a"))
+        for line in lines { memo.keep(Array(line.utf8), Array("\(line)\n".utf8), try reuse(flow, "a"), uid: 0) }
+        memo.keep(Array(lines[3].utf8), Array("again\n".utf8), try reuse(flow, "a"), uid: 0)
         #expect(memo.entries.count == 16)
         #expect(ask(&memo, lines[3]) == "again\n")
-        memo.keep(Array(Self.lineB.utf8), Array("answer-b\n".utf8), try reuse(flow, "b"))
+        memo.keep(Array(Self.lineB.utf8), Array("answer-b\n".utf8), try reuse(flow, "b"), uid: 0)
         #expect(memo.entries.count == 16)
         #expect(ask(&memo, lines[0]) == nil, "the oldest place was taken")
         #expect(ask(&memo, Self.lineB) == "answer-b\n")
