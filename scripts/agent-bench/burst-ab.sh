@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # burst-ab.sh: an A/B of `authflow agent` builds in agent-load's burst mode (1,000 connections open,
-# then 1,000 lines written at once; 5 bursts per cell), beside floor-server.c, in rounds whose order
-# of servers alternates. Documentation/Performance.md ("2026-12-04") records its runs.
+# then 1,000 lines written at once; 5 bursts per cell), beside floor-server.c (and
+# uring-floor-server.c when liburing-dev is installed), in rounds whose order of servers alternates. Documentation/Performance.md ("2026-12-04") records its runs.
 #
 # usage: [KIND=pinned|unpinned] [ROUNDS=5] [START_PINNED="NAME ..."] scripts/agent-bench/burst-ab.sh NAME=BINARY ...
 #   Each BINARY (a release build of authflow) serves 10 client-credentials providers from a loopback
@@ -11,7 +11,8 @@
 #   `taskset -c 0` instead (so it starts with one socket loop).
 # Prints a line per round and server: the p99 and median over the 5,000 requests (ms), errors, the
 # server's CPU time per request (µs, from /proc/PID/stat), the client's longest pause between two
-# writes (ms), and each burst's p99. Everything it started is stopped by pid when it exits.
+# writes (ms), each burst's p99 and how long each burst's writing took (ms). Everything it started
+# is stopped by pid when it exits.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 KIND="${KIND:-pinned}" ROUNDS="${ROUNDS:-5}"
@@ -20,6 +21,11 @@ W="$(mktemp -d "${TMPDIR:-/tmp}/oauthflow-burst-ab.XXXXXX")"
 gcc -O2 -pthread -o "$W/agent-load" "$REPO/scripts/agent-bench/agent-load.c"
 gcc -O2 -o "$W/floor-server" "$REPO/scripts/agent-bench/floor-server.c"
 gcc -O2 -o "$W/agent-client" "$REPO/scripts/agent-bench/agent-client.c"
+FLOORS=(floor)
+if [[ -e /usr/include/liburing.h ]]; then   # Debian: liburing-dev
+  gcc -O2 -o "$W/uring-floor-server" "$REPO/scripts/agent-bench/uring-floor-server.c" -luring
+  FLOORS+=(uring-floor)
+fi
 TOKEN="bench-agent-access-token-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 python3 "$REPO/scripts/bench-token-server.py" "$W/port" "$TOKEN" &
 PIDS=($!)
@@ -41,10 +47,12 @@ for arg in "$@"; do
   PID[$name]=$! SOCK[$name]="$W/$name.sock"
   PIDS+=($!)
 done
-"$W/floor-server" "$W/floor.sock" "$TOKEN" &
-PID[floor]=$! SOCK[floor]="$W/floor.sock"
-PIDS+=($!)
-NAMES+=(floor)
+for name in "${FLOORS[@]}"; do
+  "$W/$name-server" "$W/$name.sock" "$TOKEN" &
+  PID[$name]=$! SOCK[$name]="$W/$name.sock"
+  PIDS+=($!)
+  NAMES+=("$name")
+done
 for name in "${NAMES[@]}"; do
   for _ in $(seq 200); do "$W/agent-client" "${SOCK[$name]}" p1 >/dev/null 2>&1 && break; sleep 0.1; done
 done
@@ -72,6 +80,7 @@ for round in $(seq "$ROUNDS"); do
       $3 == "load_p99_us" { p99 = $4 / 1000 } $3 == "load_median_us" { median = $4 / 1000 } $3 == "load_errors" { errors = $4 }
       $3 ~ /^load_r[0-9]+_p99_us$/ { bursts = bursts sprintf(" %.2f", $4 / 1000) }
       $3 ~ /_client_pause_ms$/ && $4 > pause { pause = $4 }
-      END { printf "r%s %s p99=%.2f median=%.2f errors=%d cpu_us_per_req=%d max_client_pause_ms=%.1f bursts:%s\n", round, name, p99, median, errors, cpu, pause, bursts }' "$out"
+      $3 ~ /_write_ms$/ { writes = writes sprintf(" %.1f", $4) }
+      END { printf "r%s %s p99=%.2f median=%.2f errors=%d cpu_us_per_req=%d max_client_pause_ms=%.1f bursts:%s writes:%s\n", round, name, p99, median, errors, cpu, pause, bursts, writes }' "$out"
   done
 done
