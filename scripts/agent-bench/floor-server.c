@@ -14,11 +14,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-static char answer[512];
-static int answer_length;
+#include "floor-listen.h"
 
 /* Reads what is there; 1 when the connection is done (answered, closed or failed), 0 to wait. */
 static int serve(int fd) {
@@ -33,14 +31,8 @@ static int serve(int fd) {
 
 int main(int argc, char **argv) {
     if (argc != 3) { fprintf(stderr, "usage: floor-server SOCKET TOKEN\n"); return 2; }
-    answer_length = snprintf(answer, sizeof answer,
-        "{\"v\":1,\"access_token\":\"%s\",\"token_type\":\"Bearer\",\"expires_at\":1767225600,\"scopes\":[]}\n", argv[2]);
-    struct sockaddr_un address = { .sun_family = AF_UNIX };
-    if (answer_length <= 0 || answer_length >= (int)sizeof answer || strlen(argv[1]) >= sizeof address.sun_path) return 2;
-    strcpy(address.sun_path, argv[1]);
-    unlink(argv[1]);
-    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (listener < 0 || bind(listener, (struct sockaddr *)&address, sizeof address) != 0 || listen(listener, 1024) != 0) { perror("listen"); return 1; }
+    int listener = floor_listen(argv[1], argv[2], SOCK_NONBLOCK);
+    if (listener < 0) return 1;
     int poller = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event event = { .events = EPOLLIN, .data.fd = listener };
     if (poller < 0 || epoll_ctl(poller, EPOLL_CTL_ADD, listener, &event) != 0) { perror("epoll"); return 1; }

@@ -15,12 +15,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
+#include "floor-listen.h"
+
 enum { ACCEPT = 1, RECV = 2, SEND = 3, CLOSE = 4, MAX_FD = 4096 };
-static char answer[512];
-static int answer_length;
 static char lines[MAX_FD][512];
 static struct io_uring ring;
 
@@ -44,14 +43,8 @@ static void queue(int fd, int kind) {
 
 int main(int argc, char **argv) {
     if (argc != 3) { fprintf(stderr, "usage: uring-floor-server SOCKET TOKEN\n"); return 2; }
-    answer_length = snprintf(answer, sizeof answer,
-        "{\"v\":1,\"access_token\":\"%s\",\"token_type\":\"Bearer\",\"expires_at\":1767225600,\"scopes\":[]}\n", argv[2]);
-    struct sockaddr_un address = { .sun_family = AF_UNIX };
-    if (answer_length <= 0 || answer_length >= (int)sizeof answer || strlen(argv[1]) >= sizeof address.sun_path) return 2;
-    strcpy(address.sun_path, argv[1]);
-    unlink(argv[1]);
-    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (listener < 0 || bind(listener, (struct sockaddr *)&address, sizeof address) != 0 || listen(listener, 1024) != 0) { perror("listen"); return 1; }
+    int listener = floor_listen(argv[1], argv[2], 0);
+    if (listener < 0) return 1;
     struct io_uring_params params = { .flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN };
     int failure = io_uring_queue_init_params(4096, &ring, &params);
     if (failure < 0) { fprintf(stderr, "io_uring: %s\n", strerror(-failure)); return 1; }
