@@ -45,6 +45,17 @@ struct AgentTests {
                       directory: directory.url, name: "agent")
         }
 
+        /// The common opening: one client-credentials provider `svc` whose endpoint answers
+        /// `token` (valid an hour), the agent started with `arguments`, and its "ready" awaited
+        /// (recorded as an issue when it never comes).
+        func startServing(_ token: String, _ arguments: [String] = []) async throws -> Child {
+            try directory.writeCatalog([service("svc")])
+            server.script("/token", [.token(token, expiresIn: 3600)])
+            let agent = try start(arguments)
+            #expect(await agent.waitForStderr("ready"), "\(agent.stderr)")
+            return agent
+        }
+
         func remove() {
             server.stop()
             directory.remove()
@@ -58,11 +69,8 @@ struct AgentTests {
     func servesTokens() async throws {
         let rig = try Rig()
         defer { rig.remove() }
-        try rig.directory.writeCatalog([rig.service("svc")])
-        rig.server.script("/token", [.token("at-agent-1", expiresIn: 3600)])
-        let agent = try rig.start(["--sink", "svc=\(rig.file("token.json")),mode=0640,format=json", "--sink", "svc=\(rig.file("token"))",
-                                   "--metrics-file", rig.file("metrics.prom")])
-        #expect(await agent.waitForStderr("ready"), "\(agent.stderr)")
+        let agent = try await rig.startServing("at-agent-1", ["--sink", "svc=\(rig.file("token.json")),mode=0640,format=json",
+                                                              "--sink", "svc=\(rig.file("token"))", "--metrics-file", rig.file("metrics.prom")])
 
         let answer = try #require(AgentClient.ask(rig.socket, request: #"{"v":1,"token":"svc"}"# + "\n"))
         #expect(answer["v"]?.integerValue == 1)
@@ -109,10 +117,7 @@ struct AgentTests {
     func pythonClient() async throws {
         let rig = try Rig()
         defer { rig.remove() }
-        try rig.directory.writeCatalog([rig.service("svc")])
-        rig.server.script("/token", [.token("at-python", expiresIn: 3600)])
-        let agent = try rig.start()
-        #expect(await agent.waitForStderr("ready"), "\(agent.stderr)")
+        let agent = try await rig.startServing("at-python")
         let result = try await runProcess("/usr/bin/python3", ["-c", Self.pythonClient, rig.socket, "svc"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout == "at-python Bearer\n")
@@ -384,10 +389,7 @@ struct AgentTests {
     func hostileClients() async throws {
         let rig = try Rig()
         defer { rig.remove() }
-        try rig.directory.writeCatalog([rig.service("svc")])
-        rig.server.script("/token", [.token("at-hostile", expiresIn: 3600)])
-        let agent = try rig.start(["--client-timeout", "1"])
-        #expect(await agent.waitForStderr("ready"), "\(agent.stderr)")
+        let agent = try await rig.startServing("at-hostile", ["--client-timeout", "1"])
         let request = #"{"v":1,"token":"svc"}"# + "\n"
         #expect(AgentClient.ask(rig.socket, request: request)?["access_token"]?.stringValue == "at-hostile")
         let baseline = descriptors(agent.pid)
@@ -513,10 +515,7 @@ struct AgentTests {
         let first = try #require(allowed.split(whereSeparator: { $0 == "," || $0 == "-" }).first.map(String.init))
         let rig = try Rig()
         defer { rig.remove() }
-        try rig.directory.writeCatalog([rig.service("svc")])
-        rig.server.script("/token", [.token("at-pinned", expiresIn: 3600)])
-        let agent = try rig.start()
-        #expect(await agent.waitForStderr("ready"), "\(agent.stderr)")
+        let agent = try await rig.startServing("at-pinned")
         #expect(listeningLoops(agent.pid) == 2)
 
         func pin(_ cpus: String) async throws {
