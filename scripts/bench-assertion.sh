@@ -31,6 +31,7 @@ if [[ -f /tmp/oauthbench-nginx/nginx.pid ]] && kill -0 "$(cat /tmp/oauthbench-ng
 fi
 
 WORK="$(mktemp -d "$TMP/oauthflow-bench-assertion.XXXXXX")"
+trap 'rm -f "$WORK"/*.pem' EXIT   # the keys made below; results.txt stays
 (umask 077
  openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/es256.pem" 2>/dev/null
  openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$WORK/rs256.pem" 2>/dev/null

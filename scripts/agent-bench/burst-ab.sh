@@ -12,7 +12,7 @@
 # Prints a line per round and server: the p99 and median over the 5,000 requests (ms), errors, the
 # server's CPU time per request (µs, from /proc/PID/stat), the client's longest pause between two
 # writes (ms), each burst's p99 and how long each burst's writing took (ms). Everything it started
-# is stopped by pid when it exits.
+# is stopped by pid, and its temporary directory removed, when it exits.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 KIND="${KIND:-pinned}" ROUNDS="${ROUNDS:-5}"
@@ -29,7 +29,7 @@ fi
 TOKEN="bench-agent-access-token-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 python3 "$REPO/scripts/bench-token-server.py" "$W/port" "$TOKEN" &
 PIDS=($!)
-trap 'kill "${PIDS[@]}" 2>/dev/null; wait 2>/dev/null; true' EXIT
+trap 'kill "${PIDS[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 100); do [[ -s "$W/port" ]] && break; sleep 0.1; done
 python3 - "$W/providers.json" "$(cat "$W/port")" <<'PY'
 import json, sys
