@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The agent's figures of issue 19 (Documentation/Performance.md, "Client assertions and the agent"):
+# The agent's figures of issue 19 (Documentation/Performance.md, "The agent"):
 #   1. a token through the agent's socket from a new client process, in one hyperfine run beside
 #      `authflow token` from the store, `authflow token` through the agent, and Go's M5 (the harness's
 #      go-x-oauth2 reading its token file) and /bin/true (the floor: a process that does nothing); the socket clients are agent-client (C, gcc -O2: the least

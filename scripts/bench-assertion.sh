@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Client assertions, issue 17's figures (Documentation/Performance.md, "Client assertions and the agent"):
+# Client assertions, issue 17's figures (Documentation/Performance.md, "Client assertions"):
 #   1. `oauthflow-bench diag-assertion`: a whole private_key_jwt assertion (ES256, RS256-2048, EdDSA)
 #      against a bare EVP_DigestSign of the same signing input, same process, alternating rounds;
 #      pinned to CPU 1 and unpinned; the limit: at most 1.3x;

@@ -1,5 +1,5 @@
-// Client assertions in oauthflow-bench (issue 17; Documentation/Performance.md, "Client assertions
-// and the agent"):
+// Client assertions in oauthflow-bench (issue 17; Documentation/Performance.md, "Client assertions";
+// its runs in Documentation/PerformanceLog.md):
 //
 // `diag-assertion`: one whole client assertion for a token request (header and claims, a fresh
 // `jti`, the signature, base64url, the form fields: ClientAssertionDiagnostics.fields(), which runs

@@ -31,7 +31,7 @@ let benchTokenBody = Data(
 
 /// libcurl's easy interface: `curl_easy_perform` on a Dispatch worker per request, with a fresh
 /// handle each time or one from a pool. The alternative to CurlTransport's multi design, kept here
-/// to measure it (Documentation/Performance.md, "CurlTransport: multi against easy").
+/// to measure it (Documentation/PerformanceLog.md, "CurlTransport: multi against easy").
 final class EasyPerformTransport: HTTPTransport, @unchecked Sendable {   // safe: the pool is a Mutex; the API table is immutable
     private let api: UnsafeMutablePointer<c_oauthflow_curl_api>
     private let pooled: Bool

@@ -2,7 +2,7 @@
 # burst-ab.sh: an A/B of `authflow agent` builds in agent-load's burst mode (1,000 connections open,
 # then 1,000 lines written at once; 5 bursts per cell), beside floor-server.c (and
 # uring-floor-server.c when liburing-dev is installed), in rounds whose order of servers
-# alternates. Documentation/Performance.md ("2026-12-04") records its runs.
+# alternates. Documentation/PerformanceLog.md ("2026-12-04") records its runs.
 #
 # usage: [KIND=pinned|unpinned] [ROUNDS=5] [START_PINNED="NAME ..."] scripts/agent-bench/burst-ab.sh NAME=BINARY ...
 #   Each BINARY (a release build of authflow) serves 10 client-credentials providers from a loopback
