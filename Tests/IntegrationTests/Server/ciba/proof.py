@@ -111,27 +111,24 @@ def user(*arguments):
 
 # --- CIBA ---------------------------------------------------------------------------------------
 
-def ciba_request(client_id, form, label="POST /ciba"):
-    auth = {}
-    headers = None
+def client_auth(client_id, endpoint):
+    """(form fields, headers) that authenticate `client_id` at `endpoint` (ciba or token), as each
+    provisioned client is registered: ciba-jwt private_key_jwt, ciba-post client_secret_post, the
+    others client_secret_basic."""
     if client_id == "ciba-jwt":
-        auth = assertion_form(client_id, f"{ISSUER}/ciba")
-    elif client_id == "ciba-post":
-        auth = {"client_id": client_id, "client_secret": SECRETS[client_id]}
-    elif client_id is not None:
-        headers = basic(client_id, SECRETS[client_id])
+        return assertion_form(client_id, f"{ISSUER}/{endpoint}"), None
+    if client_id == "ciba-post":
+        return {"client_id": client_id, "client_secret": SECRETS[client_id]}, None
+    return {}, basic(client_id, SECRETS[client_id])
+
+
+def ciba_request(client_id, form, label="POST /ciba"):
+    auth, headers = client_auth(client_id, "ciba")
     return post_form("/api/oidc/ciba", {**auth, **form}, headers, label)
 
 
 def ciba_poll(client_id, auth_req_id, label="POST /token (ciba)"):
-    auth = {}
-    headers = None
-    if client_id == "ciba-jwt":
-        auth = assertion_form(client_id, f"{ISSUER}/token")
-    elif client_id == "ciba-post":
-        auth = {"client_id": client_id, "client_secret": SECRETS[client_id]}
-    else:
-        headers = basic(client_id, SECRETS[client_id])
+    auth, headers = client_auth(client_id, "token")
     return post_form("/api/oidc/token", {**auth, "grant_type": CIBA_GRANT, "auth_req_id": auth_req_id}, headers, label)
 
 
