@@ -3,16 +3,21 @@
 # its own copy of the database, waits (at most 30 s) until it answers, then provisions it through
 # its admin API (provision.py): the OpenID Connect plugin (PAR, request objects, mutual TLS from
 # the TLS session), a user and the test clients. Writes the pid to $OAUTHFLOW_PAR_HOME/server-PORT.pid.
+#
+# Another glewlwyd server of the tests (ciba/) runs this script with its own home and
+#   OAUTHFLOW_PAR_PROVISION   the provisioning script run as `python3 SCRIPT PORT HOME`; default par/provision.py
+#   OAUTHFLOW_PAR_TAG         the log prefix after "oauthflow-"; default par
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$HERE/../lib.sh"
 PAR_HOME="${OAUTHFLOW_PAR_HOME:-/tmp/oauthflow-par}"
 PORT="${OAUTHFLOW_PAR_PORT:-8930}"
+PROVISION="${OAUTHFLOW_PAR_PROVISION:-$HERE/provision.py}"
 
 "$HERE/setup.sh"
 RUN="$PAR_HOME/run-$PORT"
-loopback_begin par "$PAR_HOME" "$PORT"
+loopback_begin "${OAUTHFLOW_PAR_TAG:-par}" "$PAR_HOME" "$PORT"
 loopback_exit_if_running
 rm -rf "$RUN"
 mkdir -p "$RUN"
@@ -63,7 +68,7 @@ for _ in $(seq 1 120); do
 try: urllib.request.urlopen(sys.argv[1], timeout=2, context=ssl.create_default_context(cafile=sys.argv[2]))
 except urllib.error.HTTPError: pass' \
         "https://127.0.0.1:$PORT/api/profile/scheme/" "$PKI/ca.crt" 2>/dev/null; then
-        python3 "$HERE/provision.py" "$PORT" "$PAR_HOME" || loopback_fail "provisioning failed"
+        python3 "$PROVISION" "$PORT" "$PAR_HOME" || loopback_fail "provisioning failed"
         loopback_ready "https://127.0.0.1:$PORT"
     fi
     if ! kill -0 "$(cat "$LOOPBACK_PIDFILE")" 2>/dev/null; then break; fi
