@@ -104,74 +104,17 @@ struct CommandTableTests {
         }
     }
 
-    @Test("bash's completion function, run in a real bash, gives the commands, the options and the catalog's provider ids")
-    func bashCompletion() async throws {
-        let bash = try #require(Tool.find("bash"))
-        let binary = try #require(TestSupportBinary.directory, "authflow not built")
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        try directory.writeCatalog([catalogEntry(id: "gh", base: "https://example.com"), catalogEntry(id: "corp.k8s", base: "https://example.com"),
-                                    #"{ "id": "unset-secret", "clientID": "c", "tokenURL": "https://example.com/t", "clientSecretEnv": "NOT_SET_ANYWHERE" }"#])
-        let script = directory.url.appendingPathComponent("authflow.bash")
-        try Data(Completion.bash.utf8).write(to: script)
-        let probe = """
-        source '\(script.path)'
-        t() { COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _authflow; echo "${COMPREPLY[*]}"; }
-        complete -p authflow
-        t authflow ''
-        t authflow lo
-        t authflow token ''
-        t authflow --config '\(directory.config.path)' git-credential ''
-        t authflow git-credential gh ''
-        t authflow token gh --
-        t authflow login gh --no
-        t authflow completion ''
-        t authflow help kube
-        """
-        let run = try await Tool.run(bash, ["--norc", "--noprofile", "-c", probe],
-                               environment: ["PATH": "\(binary):/usr/bin:/bin", "AUTHFLOW_CONFIG": directory.config.path, "HOME": directory.url.path])
-        #expect(run.status == 0, "\(run.stderr)")
-        let lines = run.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        try #require(lines.count >= 10, "\(run.stdout)")
-        #expect(lines[0] == "complete -F _authflow authflow")
-        #expect(lines[1] == Authflow.commands.map(\.name).joined(separator: " "))
-        #expect(lines[2] == "login logout")
-        #expect(lines[3] == "gh corp.k8s unset-secret", "provider ids from AUTHFLOW_CONFIG, no secret resolved")
-        #expect(lines[4] == "gh corp.k8s unset-secret", "provider ids from --config")
-        #expect(lines[5] == "get store erase")
-        #expect(lines[6] == "--json --header --dpop-proof " + Completion.globalNames.filter { $0.hasPrefix("--") }.joined(separator: " "))
-        #expect(lines[7] == "--no-qr")
-        #expect(lines[8] == "bash zsh fish")
-        #expect(lines[9] == "kube-credential")
-    }
-
-    @Test("the zsh and fish scripts parse in their shells", arguments: ["zsh", "fish"])
-    func otherShellsParse(shell: String) async throws {
-        let program = try #require(Tool.find(shell), "\(shell) is not installed (apt-get install \(shell))")
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let script = directory.url.appendingPathComponent("authflow.\(shell)")
-        try Data(Completion.script(for: Completion.Shell(rawValue: shell)!).utf8).write(to: script)
-        let run = try await Tool.run(program, shell == "zsh" ? ["-n", script.path] : ["--no-execute", script.path],
-                               environment: ["PATH": "/usr/bin:/bin", "HOME": directory.url.path])
-        #expect(run.status == 0 && run.stderr.isEmpty, "\(run.stderr)")
-    }
-
     @Test("authflow completion and man print the scripts and the page; --provider-ids lists the catalog's ids")
     func commands() async throws {
         let h = try Harness()
         defer { h.directory.remove() }
         try h.catalog(catalogEntry(id: "gh", base: h.base), catalogEntry(id: "gl", base: h.base))
-        #expect(await h.run(["completion", "bash"]).stdout == Completion.bash)
-        #expect(await h.run(["completion", "fish"]).stdout == Completion.fish)
+        for shell in Completion.Shell.allCases {
+            #expect(await h.run(["completion", shell.rawValue]).stdout == Completion.script(for: shell))
+        }
         #expect(await h.run(["man"]).stdout == ManPage.roff())
         #expect(await h.run(["completion", "--provider-ids"]).stdout == "gh\ngl\n")
         #expect(await h.run(["completion", "tcsh"]).status == .usage)
         #expect(await h.run(["completion"]).status == .usage)
     }
-}
-
-/// The directory of the built `authflow`, for a shell's PATH.
-enum TestSupportBinary {
-    static var directory: String? { Binary.url?.deletingLastPathComponent().path }
 }
