@@ -8,11 +8,6 @@ import Testing
 /// command and option of the table, and the parser accepts exactly the table's options.
 @Suite("authflow command table, completions and man page", .timeLimit(.minutes(2)))
 struct CommandTableTests {
-    /// Every (command, option) pair of the table.
-    static let pairs: [(command: String, option: String)] = Authflow.commands.flatMap { spec in spec.options.map { (spec.name, $0.name) } }
-
-    static let globalNames = Authflow.globalOptions.map(\.name)
-
     @Test("help, each command's help, the man page and the three completion scripts name every command and option")
     func everythingEverywhere() {
         let overview = Authflow.helpText(nil)
@@ -48,29 +43,82 @@ struct CommandTableTests {
         for code in ExitCode.allCases { #expect(man.contains(".B \(code.rawValue)\n")) }
     }
 
-    /// A value each option that checks its value accepts.
-    static let sampleValues = [
-        "--timeout": "5", "--socket": "/run/authflow/agent.sock", "--sink": "gh=/run/gh.token", "--metrics-file": "/run/authflow.prom",
-        "--client-timeout": "5",
+    /// Two values each option that takes one accepts (`x` and `y` for those that take anything).
+    static let sampleValues: [String: (String, String)] = [
+        "--timeout": ("5", "6"), "--client-timeout": ("7", "8"), "--socket": ("/run/a.sock", "/run/b.sock"),
+        "--sink": ("gh=/run/gh.token", "gl=/run/gl.token"), "--metrics-file": ("/run/a.prom", "/run/b.prom"),
     ]
 
-    @Test("the parser accepts every option the table gives a command, and refuses it for a command without it")
-    func parserFollowsTable() {
-        for (command, option) in Self.pairs {
-            let spec = Authflow.command(command)!
-            var arguments = [command] + Array(repeating: "x", count: spec.positionals.lowerBound)
-            if command == "completion" { arguments = option == "--provider-ids" ? [command] : [command, "bash"] }
-            if command == "git-credential" { arguments = [command, "gh", "get"] }
-            if option == "--dpop-proof" { arguments = [command, "gh", "GET", "https://api.example/"] }
-            let value = spec.options.first { $0.name == option }?.value
-            arguments += value == nil ? [option] : [option, Self.sampleValues[option] ?? "read"]
-            #expect(throws: Never.self, "\(arguments)") { try Authflow.parse(arguments) }
+    /// A command line for `command` that the parser takes, with `extra` (options) after its positionals.
+    static func line(_ command: String, _ extra: [String], for option: String = "") -> [String] {
+        let spec = Authflow.command(command)!
+        switch (command, option) {
+        case ("completion", "--provider-ids"): return [command] + extra
+        case ("completion", _): return [command, "bash"] + extra
+        case ("git-credential", _): return [command, "gh", "get"] + extra
+        case ("token", "--dpop-proof"): return [command, "gh", "GET", "https://api.example/"] + extra
+        default: return [command] + Array(repeating: "gh", count: spec.positionals.lowerBound) + extra
         }
+    }
+
+    /// `option` with its first (or second) sample value, or alone for a flag.
+    static func given(_ option: OptionSpec, second: Bool = false) -> [String] {
+        guard option.value != nil else { return [option.name] }
+        let values = sampleValues[option.name] ?? ("x", "y")
+        return [option.name, second ? values.1 : values.0]
+    }
+
+    /// Every word shaped like an option (`--name`, `-x`) in the CLI's sources and its documentation:
+    /// the names anyone could think the parser takes.
+    static func optionVocabulary() throws -> Set<String> {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let sources = root.appendingPathComponent("Sources/AuthflowCLI")
+        var files = try FileManager.default.contentsOfDirectory(atPath: sources.path).filter { $0.hasSuffix(".swift") }
+            .map { sources.appendingPathComponent($0) }
+        files.append(root.appendingPathComponent("Documentation/CLI.md"))
+        var words: Set<String> = []
+        for file in files {
+            let text = try String(contentsOf: file, encoding: .utf8)
+            for match in text.matches(of: /(?:^|[^A-Za-z0-9_-])(--[a-z][a-z0-9-]*[a-z0-9]|-[A-Za-z])(?=[^A-Za-z0-9_-]|$)/) {
+                words.insert(String(match.output.1))
+            }
+        }
+        return words
+    }
+
+    @Test("the parser takes exactly the table's options: each command's and the global ones, no other option-shaped word of the sources or docs")
+    func parserTakesTheTable() throws {
+        let globals = Set(Authflow.globalOptions.flatMap { [$0.name] + ($0.short.map { [$0] } ?? []) })
+        let vocabulary = try Self.optionVocabulary()
+        try #require(vocabulary.count > 40 && vocabulary.isSuperset(of: globals), "\(vocabulary.sorted())")
         for spec in Authflow.commands {
-            let foreign = Set(Self.pairs.map(\.option)).subtracting(spec.optionNames).sorted()
-            for option in foreign {
-                let arguments = [spec.name] + Array(repeating: "x", count: spec.positionals.lowerBound) + [option]
-                #expect(throws: UsageError.self, "\(arguments)") { try Authflow.parse(arguments) }
+            let table = spec.optionNames.union(globals)
+            for word in vocabulary.union(table).sorted() {
+                // A value follows every word, so that a value option finds one; the table check comes
+                // before the positionals are counted, so an extra positional is no unknown option.
+                var unknown = false
+                do { _ = try Authflow.parse(Self.line(spec.name, [word, "5"], for: word)) } catch {
+                    unknown = error.message.hasPrefix("unknown option")
+                }
+                #expect(unknown != table.contains(word),
+                        "\(spec.name) \(word): the parser \(unknown ? "refuses" : "takes") it, the table \(table.contains(word) ? "lists" : "does not list") it")
+            }
+        }
+    }
+
+    @Test("every option of the table changes what the parser returns; given twice, a repeatable one (help: \"(repeatable)\") keeps both values, any other the last")
+    func parserReadsEveryOption() throws {
+        for spec in Authflow.commands {
+            // `help --help` is `help`, as it should be.
+            for option in spec.options + Authflow.globalOptions where !option.isAlternativeForm && !(spec.name == "help" && option.name == "--help") {
+                let with = try Authflow.parse(Self.line(spec.name, Self.given(option), for: option.name))
+                // Without it, the same positionals (or, where the option needs its own, the usual ones).
+                let without = try (try? Authflow.parse(Self.line(spec.name, [], for: option.name))) ?? Authflow.parse(Self.line(spec.name, []))
+                #expect(with != without, "\(spec.name) \(option.name) is accepted but read by no one")
+                guard option.value != nil else { continue }
+                let twice = try Authflow.parse(Self.line(spec.name, Self.given(option) + Self.given(option, second: true), for: option.name))
+                let last = try Authflow.parse(Self.line(spec.name, Self.given(option, second: true), for: option.name))
+                #expect((twice != last) == option.isRepeatable, "\(spec.name) \(option.name) given twice")
             }
         }
     }
