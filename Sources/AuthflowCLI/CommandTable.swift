@@ -5,9 +5,11 @@ struct OptionSpec: Sendable {
     var name: String
     /// The short name, when there is one: `-h`.
     var short: String?
-    /// The value's placeholder (`FILE`, `S`); nil for a flag.
+    /// The value's placeholder (`FILE`, `S`); nil for a flag. It also says what the completions offer
+    /// for the value: files for `FILE` and `PATH`, directories for `DIR` (``valueCandidates``).
     var value: String?
-    /// One line per line of help text.
+    /// One line per line of help text. "(repeatable)" in it marks an option that may be given more
+    /// than once (``isRepeatable``; a test checks the parser keeps every value of exactly those).
     var help: [String]
     /// What `help` shows in the option column, when not `[short, ]name[ value]` (a second form of an option).
     var label: String?
@@ -33,10 +35,11 @@ struct OptionSpec: Sendable {
 /// positionals), the shell completions (``Completion``) and the man page (``ManPage``) read.
 ///
 /// Adding a command: one entry in ``Authflow/commands``, then its `Command` case, its `case` in
-/// ``Authflow/parse(_:)`` and in ``Authflow/execute(_:output:environment:services:)``. Adding an
-/// option: one ``OptionSpec`` in its command's entry, then read it in that command's `case` of
-/// ``Authflow/parse(_:)`` (an option the parse case ignores is still accepted; a test catches one
-/// that is missing from the entry, since the parser refuses it).
+/// ``Authflow/parse(_:)`` and in ``Authflow/execute(_:output:environment:services:)``; help, the man
+/// page and the three completion scripts need nothing more. Adding an option: one ``OptionSpec`` in
+/// its command's entry, then read it in that command's `case` of ``Authflow/parse(_:)``. The parser
+/// refuses an option the entry lacks, and CommandTableTests fails for an option the parse case never
+/// reads and for one the parser takes that no entry lists.
 struct CommandSpec: Sendable {
     /// The name as typed.
     var name: String

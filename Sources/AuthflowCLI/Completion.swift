@@ -1,9 +1,18 @@
 /// `authflow completion bash|zsh|fish`: completion scripts made from the command table
 /// (``Authflow/commands``, ``Authflow/globalOptions``), so they offer exactly what `help` lists.
 ///
+/// Every script offers, for the word at the cursor: the commands, until one is on the line; then,
+/// for a word that starts with `-`, the command's options and the global ones (anywhere on the line:
+/// before the command's arguments, between them and after them, as the parser takes them); for any
+/// other word, what the command's next positional takes (``positional(_:_:)``); after an option that
+/// takes a value, what its placeholder names (``OptionSpec/valueCandidates``). Each script counts the
+/// positionals itself, skipping options and the values of the options that take one, so the command
+/// table is all it needs.
+///
 /// Provider ids come from the catalog in use when Tab is pressed: the scripts run
-/// `authflow [--config FILE] completion --provider-ids`, which prints the catalog's ids one a line
-/// (read from the file, no secret resolved, nothing sent).
+/// `authflow [--config FILE] completion --provider-ids` (with the `--config` the line names, as
+/// `--config FILE` or `--config=FILE`), which prints the catalog's ids one a line (read from the
+/// file, no secret resolved, nothing sent).
 enum Completion {
     /// A shell with a completion script.
     enum Shell: String, CaseIterable {
@@ -24,32 +33,34 @@ enum Completion {
         }
     }
 
-    /// What the completions offer for a command's positional at `index`: `providers`, `commands`, a list, or nothing.
-    static func positional(_ spec: CommandSpec, _ index: Int) -> Positional {
+    /// What a word completes to.
+    enum Candidates: Equatable {
+        /// Nothing a script can guess (a scope, a URL, a number).
+        case none
+        case files, directories
+        /// The ids of the catalog named on the line.
+        case providers
+        /// The command names.
+        case commands
+        case words([String])
+    }
+
+    /// What the completions offer for a command's positional at `index`.
+    static func positional(_ spec: CommandSpec, _ index: Int) -> Candidates {
         if spec.name == "help", index == 0 { return .commands }
         if spec.takesProvider, index == 0 { return .providers }
         if !spec.positionalChoices.isEmpty, index == (spec.takesProvider ? 1 : 0) { return .words(spec.positionalChoices) }
         return .none
     }
 
-    /// A positional's completions.
-    enum Positional: Equatable {
-        case none, providers, commands
-        case words([String])
-    }
+    /// The global options the scripts offer: the table's, without lines that only document another form.
+    static var globals: [OptionSpec] { Authflow.globalOptions.filter { !$0.isAlternativeForm } }
 
     /// Every global option name, `-h` and `-V` included, once each.
-    static var globalNames: [String] {
-        var names: [String] = []
-        for option in Authflow.globalOptions where !option.isAlternativeForm {
-            names.append(option.name)
-            if let short = option.short { names.append(short) }
-        }
-        return names
-    }
+    static var globalNames: [String] { globals.flatMap { [$0.name] + ($0.short.map { [$0] } ?? []) } }
 
-    /// Options whose value is a file or a directory, and those whose value is anything else.
-    static var fileOptions: [String] { ["--config", "--store-key-file", "--store-previous-key-file"] }
+    /// Every option that takes a value, global or of any command: the scripts skip the word after it
+    /// when they count positionals.
     static var valueOptions: [String] {
         var names: [String] = []
         for option in Authflow.globalOptions + Authflow.commands.flatMap(\.options) where option.value != nil && !names.contains(option.name) {
@@ -58,68 +69,104 @@ enum Completion {
         return names
     }
 
+    /// The options (global or of a command) whose value is `kind`.
+    private static func options(completing kind: Candidates) -> [String] {
+        var names: [String] = []
+        for option in globals + Authflow.commands.flatMap(\.options) where option.valueCandidates == kind && !names.contains(option.name) {
+            names.append(option.name)
+        }
+        return names
+    }
+
     // MARK: bash
 
+    /// A `compgen` word list for `candidates` (nil when there is nothing to offer).
+    private static func bashWords(_ candidates: Candidates) -> String? {
+        switch candidates {
+        case .none, .files, .directories: return nil
+        case .providers: return "$(_authflow_providers)"
+        case .commands: return Authflow.commands.map(\.name).joined(separator: " ")
+        case .words(let words): return words.joined(separator: " ")
+        }
+    }
+
     static var bash: String {
-        let commandNames = Authflow.commands.map(\.name).joined(separator: " ")
         var cases = ""
         for spec in Authflow.commands {
-            let options = spec.options.map(\.name).joined(separator: " ")
             var positionals = ""
-            for index in 0..<max(spec.positionals.upperBound, 0) {
-                switch positional(spec, index) {
-                case .none: continue
-                case .providers: positionals += " \(index)) choices=\"$(_authflow_providers)\" ;;"
-                case .commands: positionals += " \(index)) choices=\"\(commandNames)\" ;;"
-                case .words(let words): positionals += " \(index)) choices=\"\(words.joined(separator: " "))\" ;;"
-                }
+            for index in 0..<spec.positionals.upperBound {
+                guard let words = bashWords(positional(spec, index)) else { continue }
+                positionals += " \(index)) choices=\"\(words)\" ;;"
             }
-            cases += "        \(spec.name)) opts=\"\(options)\"; case $npos in\(positionals) esac ;;\n"
+            let options = spec.options.map(\.name).joined(separator: " ")
+            cases += "        \(spec.name)) opts=\"\(options)\"\(positionals.isEmpty ? "" : "; [[ $cur == -* ]] || case $npos in\(positionals) esac") ;;\n"
         }
         return """
-        # bash completion for authflow, generated by `authflow completion bash` (commands, options, provider ids).
+        # bash completion for authflow, generated by `authflow completion bash` from its command table.
         # Load it with: source <(authflow completion bash)
+        # or install it: authflow completion bash > ~/.local/share/bash-completion/completions/authflow
 
+        # The provider ids of the catalog the line names (_authflow_config), else of the default catalog.
         _authflow_providers() {
             authflow "${_authflow_config[@]}" completion --provider-ids 2>/dev/null
+        }
+
+        # Names for an option's value: files (-f) or directories (-d).
+        _authflow_files() {
+            compopt -o filenames 2>/dev/null
+            mapfile -t COMPREPLY < <(compgen "$1" -- "$cur")
         }
 
         _authflow() {
             local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
             local globals="\(globalNames.joined(separator: " "))"
             local values=" \(valueOptions.joined(separator: " ")) "
-            local cmd="" npos=0 i word opts="" choices=""
-            _authflow_config=()
+            local cmd="" npos=0 i word value opts="" choices=""
+            local -a line=() _authflow_config=()
+            # bash splits words at '=' and ':' (COMP_WORDBREAKS): --config=FILE arrives as --config, =, FILE
+            # and repo:status as repo, :, status. Glue them back (into line) before counting positionals.
+            if [[ $cur == [=:] ]]; then
+                cur=""
+            elif [[ $prev == [=:] ]] && ((COMP_CWORD >= 2)); then
+                prev="${COMP_WORDS[COMP_CWORD-2]}"
+            fi
             for ((i = 1; i < COMP_CWORD; i++)); do
                 word="${COMP_WORDS[i]}"
-                case "$word" in
-                    --config) _authflow_config=(--config "${COMP_WORDS[i+1]}") ;;
-                    --config=*) _authflow_config=(--config "${word#--config=}") ;;
-                esac
-                if [[ "$values" == *" $word "* ]]; then ((i++)); continue; fi
-                [[ "$word" == -* ]] && continue
-                if [[ -z "$cmd" ]]; then cmd="$word"; else ((npos++)); fi
+                if ((${#line[@]} > 0)) && [[ $word == [=:] || ${COMP_WORDS[i-1]} == [=:] ]]; then
+                    line[-1]+="$word"
+                else
+                    line+=("$word")
+                fi
+            done
+            for ((i = 0; i < ${#line[@]}; i++)); do
+                word="${line[i]}" value=""
+                if [[ $values == *" $word "* ]]; then
+                    value="${line[i+1]}"
+                    ((i += 1))
+                elif [[ $word == --*=* ]]; then
+                    value="${word#*=}" word="${word%%=*}"
+                elif [[ $word != -* ]]; then
+                    if [[ -z $cmd ]]; then cmd="$word"; else ((npos += 1)); fi
+                fi
+                if [[ $word == --config ]]; then
+                    # The file as the command will get it: quotes or backslashes removed, ~/ expanded.
+                    if [[ $value == \\'*\\' || $value == \\"*\\" ]]; then value="${value:1:${#value}-2}"; else value="${value//\\\\/}"; fi
+                    _authflow_config=(--config "${value/#\\~\\//$HOME/}")
+                fi
             done
             case "$prev" in
-                \(fileOptions.joined(separator: "|"))) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-                --store) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+                \(options(completing: .files).joined(separator: "|"))) _authflow_files -f; return ;;
+                \(options(completing: .directories).joined(separator: "|"))) _authflow_files -d; return ;;
             esac
-            [[ "$values" == *" $prev "* ]] && return
-            if [[ -z "$cmd" ]]; then
-                if [[ "$cur" == -* ]]; then
-                    COMPREPLY=($(compgen -W "$globals" -- "$cur"))
-                else
-                    COMPREPLY=($(compgen -W "\(commandNames)" -- "$cur"))
-                fi
-                return
-            fi
-            case "$cmd" in
-        \(cases)    esac
-            if [[ "$cur" == -* ]]; then
-                COMPREPLY=($(compgen -W "$opts $globals" -- "$cur"))
+            [[ $values == *" $prev "* ]] && return
+            if [[ -z $cmd ]]; then
+                if [[ $cur == -* ]]; then choices="$globals"; else choices="\(Authflow.commands.map(\.name).joined(separator: " "))"; fi
             else
-                COMPREPLY=($(compgen -W "$choices" -- "$cur"))
+                case "$cmd" in
+        \(cases)        esac
+                [[ $cur == -* ]] && choices="$opts $globals"
             fi
+            mapfile -t COMPREPLY < <(compgen -W "$choices" -- "$cur")
         }
         complete -F _authflow authflow
 
@@ -128,8 +175,8 @@ enum Completion {
 
     // MARK: zsh
 
-    /// A description inside a single-quoted `_arguments` spec: `'` closed and reopened, `[`, `]`
-    /// and `\` escaped (with `colon`, also `:`, for `_describe`'s `name:description` items).
+    /// Text inside a single-quoted `_arguments` spec: `'` closed and reopened, `[`, `]` and `\`
+    /// escaped (with `colon`, also `:`, for a message or `_describe`'s `name:description` items).
     private static func zshText(_ text: String, colon: Bool = false) -> String {
         var out = ""
         for character in text {
@@ -143,86 +190,90 @@ enum Completion {
         return out
     }
 
+    /// An `_arguments` action for `candidates`: a function, a list, or a space (a message, nothing to offer).
+    private static func zshAction(_ candidates: Candidates) -> String {
+        switch candidates {
+        case .none: return " "
+        case .files: return "_files"
+        case .directories: return "_files -/"
+        case .providers: return "_authflow_providers"
+        case .commands: return "_authflow_commands"
+        case .words(let words): return "(\(words.joined(separator: " ")))"
+        }
+    }
+
+    /// `_arguments` specs for `options`: `'[*]--name[help]'`, and for one that takes a value
+    /// `'[*]--name=[help]:VALUE:action'` (the value in the next word or, as the parser also takes it,
+    /// after `=`; `*`: the option may be given again).
+    private static func zshSpecs(_ options: [OptionSpec]) -> [String] {
+        options.filter { !$0.isAlternativeForm }.flatMap { option in
+            let value = option.value.map { ":\(zshText($0, colon: true)):\(zshAction(option.valueCandidates ?? .none))" } ?? ""
+            return ([option.name] + (option.short.map { [$0] } ?? [])).map { name in
+                let equals = option.value != nil && name.hasPrefix("--") ? "=" : ""
+                return "'\(option.isRepeatable ? "*" : "")\(name)\(equals)[\(zshText(option.summary))]\(value)'"
+            }
+        }
+    }
+
     static var zsh: String {
         let commandList = Authflow.commands.map { "'\($0.name):\(zshText($0.summary, colon: true))'" }.joined(separator: "\n        ")
-        func optionSpecs(_ options: [OptionSpec]) -> String {
-            options.filter { !$0.isAlternativeForm }.flatMap { option -> [String] in
-                let action = option.value == nil ? "" : fileOptions.contains(option.name) ? ":file:_files"
-                    : option.name == "--store" ? ":directory:_files -/" : ":\(option.value ?? "value"): "
-                let names = [option.name] + (option.short.map { [$0] } ?? [])
-                return names.map { "'\($0)[\(zshText(option.summary))]\(action)'" }
-            }.joined(separator: " ")
+        var cases = ""
+        for spec in Authflow.commands {
+            // Every positional gets a spec, even one with nothing to offer: past an argument it has no
+            // spec for, _arguments completes nothing at all, options included.
+            let positionals = (0..<spec.positionals.upperBound).map { index in
+                let message = spec.positionalNames.indices.contains(index) ? spec.positionalNames[index].lowercased() : "argument"
+                let optional = index >= spec.positionals.lowerBound ? ":" : ""
+                return "'\(index + 1):\(optional)\(zshText(message, colon: true)):\(zshAction(positional(spec, index)))'"
+            }
+            let specs = (zshSpecs(spec.options) + positionals).map { " " + $0 }.joined()
+            cases += "        (\(spec.name)) _arguments -S $globals\(specs) ;;\n"
         }
         return """
         #compdef authflow
-        # zsh completion for authflow, generated by `authflow completion zsh` (commands, options, provider ids).
-        # Load it with: source <(authflow completion zsh)   (or save it as _authflow in your $fpath)
+        # zsh completion for authflow, generated by `authflow completion zsh` from its command table.
+        # Install it as _authflow in a directory of $fpath (before compinit runs), or load it with:
+        #   source <(authflow completion zsh)
 
+        # The provider ids of the catalog the line names (_authflow_config), else of the default catalog.
         _authflow_providers() {
-            authflow "${_authflow_config[@]}" completion --provider-ids 2>/dev/null
+            local -a ids expl
+            ids=(${(f)"$(authflow $_authflow_config completion --provider-ids 2>/dev/null)"})
+            _wanted providers expl provider compadd -a ids
         }
 
-        _authflow() {
-            local -a commands globals opts
-            local cmd="" word
-            local -i i npos=0
+        _authflow_commands() {
+            local -a commands
             commands=(
                 \(commandList)
             )
-            globals=(\(optionSpecs(Authflow.globalOptions)))
-            local values=" \(valueOptions.joined(separator: " ")) "
-            _authflow_config=()
+            _describe -t commands 'authflow command' commands
+        }
+
+        _authflow() {
+            local curcontext=$curcontext state line i
+            local -a _authflow_config globals
+            typeset -A opt_args
             for (( i = 2; i < CURRENT; i++ )); do
-                word=${words[i]}
-                [[ $word == --config ]] && _authflow_config=(--config ${words[i+1]})
-                if [[ $values == *" $word "* ]]; then (( i++ )); continue; fi
-                [[ $word == -* ]] && continue
-                if [[ -z $cmd ]]; then cmd=$word; else (( npos++ )); fi
+                case ${words[i]} in
+                    (--config) _authflow_config=(--config ${${(Q)words[i+1]}/#\\~\\//$HOME/}) ;;
+                    (--config=*) _authflow_config=(--config ${${(Q)words[i]#--config=}/#\\~\\//$HOME/}) ;;
+                esac
             done
-            if [[ -z $cmd ]]; then
-                if [[ $PREFIX == -* ]]; then _arguments $globals; else _describe -t commands 'authflow command' commands; fi
-                return
-            fi
-            if [[ $PREFIX == -* || $values == *" ${words[CURRENT-1]} "* ]]; then
-                case $cmd in
-        \(optionCases)        esac
-                _arguments $opts $globals
-                return
-            fi
-            case $cmd in
-        \(positionalCases)    esac
+            globals=(\(zshSpecs(Authflow.globalOptions).joined(separator: " ")))
+            # The command, then its words: in the state, words[1] is the command. -A: options after the
+            # command are its own _arguments' to read (this one would take a global's value from them).
+            _arguments -S -C -A '-*' $globals ': :_authflow_commands' '*:: :->argument' && return
+            [[ $state == argument ]] || return 1
+            curcontext=${curcontext%:*:*}:authflow-$words[1]:
+            case $words[1] in
+        \(cases)        (*) _arguments -S $globals ;;
+            esac
         }
 
         if [[ $zsh_eval_context[-1] == loadautofunc ]]; then _authflow "$@"; else compdef _authflow authflow; fi
 
         """
-    }
-
-    /// zsh: `name) opts=(…) ;;` for each command.
-    private static var optionCases: String {
-        Authflow.commands.map { spec in
-            let specs = spec.options.filter { !$0.isAlternativeForm }.map { option -> String in
-                let action = option.value == nil ? "" : fileOptions.contains(option.name) ? ":file:_files" : ":\(option.value ?? "value"): "
-                return "'\(option.name)[\(zshText(option.summary))]\(action)'"
-            }.joined(separator: " ")
-            return "            \(spec.name)) opts=(\(specs)) ;;\n"
-        }.joined()
-    }
-
-    /// zsh: `name) case $npos in 0) compadd … ;; esac ;;` for each command.
-    private static var positionalCases: String {
-        Authflow.commands.map { spec in
-            var positionals = ""
-            for index in 0..<spec.positionals.upperBound {
-                switch positional(spec, index) {
-                case .none: continue
-                case .providers: positionals += " \(index)) compadd -- ${(f)\"$(_authflow_providers)\"} ;;"
-                case .commands: positionals += " \(index)) compadd -- \(Authflow.commands.map(\.name).joined(separator: " ")) ;;"
-                case .words(let words): positionals += " \(index)) compadd -- \(words.joined(separator: " ")) ;;"
-                }
-            }
-            return "        \(spec.name)) case $npos in\(positionals) esac ;;\n"
-        }.joined()
     }
 
     // MARK: fish
@@ -232,52 +283,109 @@ enum Completion {
         "'" + text.replacing("\\", with: "\\\\").replacing("'", with: "\\'") + "'"
     }
 
+    /// `complete` arguments for `candidates`: what `-a` offers, or files.
+    private static func fishArguments(_ candidates: Candidates) -> String? {
+        switch candidates {
+        case .none: return nil
+        case .files: return "-F"
+        case .directories: return "-a '(__fish_complete_directories)'"
+        case .providers: return "-a '(__authflow_providers)'"
+        case .commands: return "-a '\(Authflow.commands.map(\.name).joined(separator: " "))'"
+        case .words(let words): return "-a '\(words.joined(separator: " "))'"
+        }
+    }
+
+    /// A `complete` line for `option`, offered where `condition` holds (everywhere without one).
+    private static func fishOption(_ option: OptionSpec, when condition: String?) -> String {
+        var line = "complete -c authflow"
+        if let condition { line += " -n \(fishQuoted(condition))" }
+        line += " -l \(option.name.dropFirst(2))"
+        if let short = option.short { line += " -s \(short.dropFirst())" }
+        if let candidates = option.valueCandidates {
+            // -r takes the next word as the value; -x also keeps files out of it (fish offers them for
+            // an option's value even under `complete -f`).
+            line += candidates == .files ? " -r" : " -x"
+            if let arguments = fishArguments(candidates) { line += " " + arguments }
+        }
+        return line + " -d \(fishQuoted(option.summary))"
+    }
+
     static var fish: String {
-        let names = Authflow.commands.map(\.name).joined(separator: " ")
         var lines = [
-            "# fish completion for authflow, generated by `authflow completion fish` (commands, options, provider ids).",
-            "# Load it with: authflow completion fish | source   (or save it as ~/.config/fish/completions/authflow.fish)",
+            "# fish completion for authflow, generated by `authflow completion fish` from its command table.",
+            "# Install it as ~/.config/fish/completions/authflow.fish, or load it with: authflow completion fish | source",
             "",
-            "function __authflow_providers",
-            "    set -l config (string replace -r -- '^--config=' '' (commandline -opc | string match -r -- '^--config=.*'))",
+            "# True when the words before the cursor name the command $argv[1] ('' before one) and, with $argv[2],",
+            "# that many of its positional arguments (options and the values of those that take one skipped).",
+            "function __authflow_at",
             "    set -l words (commandline -opc)",
-            "    set -l at (contains -i -- --config $words)",
-            "    if test -n \"$at\"; set config $words[(math $at + 1)]; end",
-            "    if test -n \"$config\"",
-            "        authflow --config $config completion --provider-ids 2>/dev/null",
-            "    else",
-            "        authflow completion --provider-ids 2>/dev/null",
+            "    set -l command ''",
+            "    set -l count 0",
+            "    set -l i 2",
+            "    while test $i -le (count $words)",
+            "        set -l word $words[$i]",
+            "        set i (math $i + 1)",
+            "        if contains -- $word \(valueOptions.joined(separator: " "))",
+            "            set i (math $i + 1)",
+            "        else if string match -q -- '-*' $word",
+            "            continue",
+            "        else if test -z \"$command\"",
+            "            set command $word",
+            "        else",
+            "            set count (math $count + 1)",
+            "        end",
             "    end",
+            "    test \"$command\" = \"$argv[1]\"; or return 1",
+            "    not set -q argv[2]; or test $count -eq $argv[2]",
+            "end",
+            "",
+            "# The provider ids of the catalog the line names with --config, else of the default catalog.",
+            "function __authflow_providers",
+            "    set -l words (commandline -opc)",
+            "    set -l config",
+            "    for i in (seq 2 (count $words))",
+            "        switch $words[$i]",
+            "            case --config",
+            "                set config --config $words[(math $i + 1)]",
+            "            case '--config=*'",
+            "                set config --config (string replace -- --config= '' $words[$i])",
+            "        end",
+            "    end",
+            "    authflow (string replace -r -- '^~/' \"$HOME/\" $config) completion --provider-ids 2>/dev/null",
             "end",
             "",
             "complete -c authflow -f",
-            "complete -c authflow -n 'not __fish_seen_subcommand_from \(names)' -a '\(names)'",
         ]
         for spec in Authflow.commands {
-            lines.append("complete -c authflow -n 'not __fish_seen_subcommand_from \(names)' -a \(spec.name) -d \(fishQuoted(spec.summary))")
+            lines.append("complete -c authflow -n '__authflow_at \"\"' -a \(spec.name) -d \(fishQuoted(spec.summary))")
         }
-        for option in Authflow.globalOptions where !option.isAlternativeForm {
-            var line = "complete -c authflow -l \(option.name.dropFirst(2))"
-            if let short = option.short { line += " -s \(short.dropFirst())" }
-            if option.value != nil { line += fileOptions.contains(option.name) || option.name == "--store" ? " -r -F" : " -r" }
-            lines.append(line + " -d \(fishQuoted(option.summary))")
-        }
+        for option in globals { lines.append(fishOption(option, when: nil)) }
         for spec in Authflow.commands {
-            let seen = "__fish_seen_subcommand_from \(spec.name)"
-            for option in spec.options {
-                var line = "complete -c authflow -n '\(seen)' -l \(option.name.dropFirst(2))"
-                if option.value != nil { line += " -r" }
-                lines.append(line + " -d \(fishQuoted(option.summary))")
+            for option in spec.options where !option.isAlternativeForm {
+                lines.append(fishOption(option, when: "__authflow_at \(spec.name)"))
             }
             for index in 0..<spec.positionals.upperBound {
-                switch positional(spec, index) {
-                case .none: continue
-                case .providers: lines.append("complete -c authflow -n '\(seen)' -a '(__authflow_providers)'")
-                case .commands: lines.append("complete -c authflow -n '\(seen)' -a '\(names)'")
-                case .words(let words): lines.append("complete -c authflow -n '\(seen)' -a '\(words.joined(separator: " "))'")
-                }
+                guard let arguments = fishArguments(positional(spec, index)) else { continue }
+                lines.append("complete -c authflow -n '__authflow_at \(spec.name) \(index)' \(arguments)")
             }
         }
         return lines.joined(separator: "\n") + "\n"
     }
+}
+
+extension OptionSpec {
+    /// What the completions offer for its value, from its placeholder: files for `FILE` and `PATH`,
+    /// directories for `DIR`, nothing for any other; nil for a flag.
+    var valueCandidates: Completion.Candidates? {
+        switch value {
+        case nil: return nil
+        case "FILE", "PATH": return .files
+        case "DIR": return .directories
+        default: return Completion.Candidates.none
+        }
+    }
+
+    /// True when it may be given more than once: its help says "(repeatable)", and the zsh script
+    /// then offers it again.
+    var isRepeatable: Bool { help.contains { $0.contains("(repeatable)") } }
 }

@@ -8,11 +8,6 @@ import Testing
 /// command and option of the table, and the parser accepts exactly the table's options.
 @Suite("authflow command table, completions and man page", .timeLimit(.minutes(2)))
 struct CommandTableTests {
-    /// Every (command, option) pair of the table.
-    static let pairs: [(command: String, option: String)] = Authflow.commands.flatMap { spec in spec.options.map { (spec.name, $0.name) } }
-
-    static let globalNames = Authflow.globalOptions.map(\.name)
-
     @Test("help, each command's help, the man page and the three completion scripts name every command and option")
     func everythingEverywhere() {
         let overview = Authflow.helpText(nil)
@@ -48,29 +43,82 @@ struct CommandTableTests {
         for code in ExitCode.allCases { #expect(man.contains(".B \(code.rawValue)\n")) }
     }
 
-    /// A value each option that checks its value accepts.
-    static let sampleValues = [
-        "--timeout": "5", "--socket": "/run/authflow/agent.sock", "--sink": "gh=/run/gh.token", "--metrics-file": "/run/authflow.prom",
-        "--client-timeout": "5",
+    /// Two values each option that takes one accepts (`x` and `y` for those that take anything).
+    static let sampleValues: [String: (String, String)] = [
+        "--timeout": ("5", "6"), "--client-timeout": ("7", "8"), "--socket": ("/run/a.sock", "/run/b.sock"),
+        "--sink": ("gh=/run/gh.token", "gl=/run/gl.token"), "--metrics-file": ("/run/a.prom", "/run/b.prom"),
     ]
 
-    @Test("the parser accepts every option the table gives a command, and refuses it for a command without it")
-    func parserFollowsTable() {
-        for (command, option) in Self.pairs {
-            let spec = Authflow.command(command)!
-            var arguments = [command] + Array(repeating: "x", count: spec.positionals.lowerBound)
-            if command == "completion" { arguments = option == "--provider-ids" ? [command] : [command, "bash"] }
-            if command == "git-credential" { arguments = [command, "gh", "get"] }
-            if option == "--dpop-proof" { arguments = [command, "gh", "GET", "https://api.example/"] }
-            let value = spec.options.first { $0.name == option }?.value
-            arguments += value == nil ? [option] : [option, Self.sampleValues[option] ?? "read"]
-            #expect(throws: Never.self, "\(arguments)") { try Authflow.parse(arguments) }
+    /// A command line for `command` that the parser takes, with `extra` (options) after its positionals.
+    static func line(_ command: String, _ extra: [String], for option: String = "") -> [String] {
+        let spec = Authflow.command(command)!
+        switch (command, option) {
+        case ("completion", "--provider-ids"): return [command] + extra
+        case ("completion", _): return [command, "bash"] + extra
+        case ("git-credential", _): return [command, "gh", "get"] + extra
+        case ("token", "--dpop-proof"): return [command, "gh", "GET", "https://api.example/"] + extra
+        default: return [command] + Array(repeating: "gh", count: spec.positionals.lowerBound) + extra
         }
+    }
+
+    /// `option` with its first (or second) sample value, or alone for a flag.
+    static func given(_ option: OptionSpec, second: Bool = false) -> [String] {
+        guard option.value != nil else { return [option.name] }
+        let values = sampleValues[option.name] ?? ("x", "y")
+        return [option.name, second ? values.1 : values.0]
+    }
+
+    /// Every word shaped like an option (`--name`, `-x`) in the CLI's sources and its documentation:
+    /// the names anyone could think the parser takes.
+    static func optionVocabulary() throws -> Set<String> {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let sources = root.appendingPathComponent("Sources/AuthflowCLI")
+        var files = try FileManager.default.contentsOfDirectory(atPath: sources.path).filter { $0.hasSuffix(".swift") }
+            .map { sources.appendingPathComponent($0) }
+        files.append(root.appendingPathComponent("Documentation/CLI.md"))
+        var words: Set<String> = []
+        for file in files {
+            let text = try String(contentsOf: file, encoding: .utf8)
+            for match in text.matches(of: /(?:^|[^A-Za-z0-9_-])(--[a-z][a-z0-9-]*[a-z0-9]|-[A-Za-z])(?=[^A-Za-z0-9_-]|$)/) {
+                words.insert(String(match.output.1))
+            }
+        }
+        return words
+    }
+
+    @Test("the parser takes exactly the table's options: each command's and the global ones, no other option-shaped word of the sources or docs")
+    func parserTakesTheTable() throws {
+        let globals = Set(Authflow.globalOptions.flatMap { [$0.name] + ($0.short.map { [$0] } ?? []) })
+        let vocabulary = try Self.optionVocabulary()
+        try #require(vocabulary.count > 40 && vocabulary.isSuperset(of: globals), "\(vocabulary.sorted())")
         for spec in Authflow.commands {
-            let foreign = Set(Self.pairs.map(\.option)).subtracting(spec.optionNames).sorted()
-            for option in foreign {
-                let arguments = [spec.name] + Array(repeating: "x", count: spec.positionals.lowerBound) + [option]
-                #expect(throws: UsageError.self, "\(arguments)") { try Authflow.parse(arguments) }
+            let table = spec.optionNames.union(globals)
+            for word in vocabulary.union(table).sorted() {
+                // A value follows every word, so that a value option finds one; the table check comes
+                // before the positionals are counted, so an extra positional is no unknown option.
+                var unknown = false
+                do { _ = try Authflow.parse(Self.line(spec.name, [word, "5"], for: word)) } catch {
+                    unknown = error.message.hasPrefix("unknown option")
+                }
+                #expect(unknown != table.contains(word),
+                        "\(spec.name) \(word): the parser \(unknown ? "refuses" : "takes") it, the table \(table.contains(word) ? "lists" : "does not list") it")
+            }
+        }
+    }
+
+    @Test("every option of the table changes what the parser returns; given twice, a repeatable one (help: \"(repeatable)\") keeps both values, any other the last")
+    func parserReadsEveryOption() throws {
+        for spec in Authflow.commands {
+            // `help --help` is `help`, as it should be.
+            for option in spec.options + Authflow.globalOptions where !option.isAlternativeForm && !(spec.name == "help" && option.name == "--help") {
+                let with = try Authflow.parse(Self.line(spec.name, Self.given(option), for: option.name))
+                // Without it, the same positionals (or, where the option needs its own, the usual ones).
+                let without = try (try? Authflow.parse(Self.line(spec.name, [], for: option.name))) ?? Authflow.parse(Self.line(spec.name, []))
+                #expect(with != without, "\(spec.name) \(option.name) is accepted but read by no one")
+                guard option.value != nil else { continue }
+                let twice = try Authflow.parse(Self.line(spec.name, Self.given(option) + Self.given(option, second: true), for: option.name))
+                let last = try Authflow.parse(Self.line(spec.name, Self.given(option, second: true), for: option.name))
+                #expect((twice != last) == option.isRepeatable, "\(spec.name) \(option.name) given twice")
             }
         }
     }
@@ -104,74 +152,17 @@ struct CommandTableTests {
         }
     }
 
-    @Test("bash's completion function, run in a real bash, gives the commands, the options and the catalog's provider ids")
-    func bashCompletion() async throws {
-        let bash = try #require(Tool.find("bash"))
-        let binary = try #require(TestSupportBinary.directory, "authflow not built")
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        try directory.writeCatalog([catalogEntry(id: "gh", base: "https://example.com"), catalogEntry(id: "corp.k8s", base: "https://example.com"),
-                                    #"{ "id": "unset-secret", "clientID": "c", "tokenURL": "https://example.com/t", "clientSecretEnv": "NOT_SET_ANYWHERE" }"#])
-        let script = directory.url.appendingPathComponent("authflow.bash")
-        try Data(Completion.bash.utf8).write(to: script)
-        let probe = """
-        source '\(script.path)'
-        t() { COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _authflow; echo "${COMPREPLY[*]}"; }
-        complete -p authflow
-        t authflow ''
-        t authflow lo
-        t authflow token ''
-        t authflow --config '\(directory.config.path)' git-credential ''
-        t authflow git-credential gh ''
-        t authflow token gh --
-        t authflow login gh --no
-        t authflow completion ''
-        t authflow help kube
-        """
-        let run = try await Tool.run(bash, ["--norc", "--noprofile", "-c", probe],
-                               environment: ["PATH": "\(binary):/usr/bin:/bin", "AUTHFLOW_CONFIG": directory.config.path, "HOME": directory.url.path])
-        #expect(run.status == 0, "\(run.stderr)")
-        let lines = run.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        try #require(lines.count >= 10, "\(run.stdout)")
-        #expect(lines[0] == "complete -F _authflow authflow")
-        #expect(lines[1] == Authflow.commands.map(\.name).joined(separator: " "))
-        #expect(lines[2] == "login logout")
-        #expect(lines[3] == "gh corp.k8s unset-secret", "provider ids from AUTHFLOW_CONFIG, no secret resolved")
-        #expect(lines[4] == "gh corp.k8s unset-secret", "provider ids from --config")
-        #expect(lines[5] == "get store erase")
-        #expect(lines[6] == "--json --header --dpop-proof " + Completion.globalNames.filter { $0.hasPrefix("--") }.joined(separator: " "))
-        #expect(lines[7] == "--no-qr")
-        #expect(lines[8] == "bash zsh fish")
-        #expect(lines[9] == "kube-credential")
-    }
-
-    @Test("the zsh and fish scripts parse in their shells", arguments: ["zsh", "fish"])
-    func otherShellsParse(shell: String) async throws {
-        let program = try #require(Tool.find(shell), "\(shell) is not installed (apt-get install \(shell))")
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let script = directory.url.appendingPathComponent("authflow.\(shell)")
-        try Data(Completion.script(for: Completion.Shell(rawValue: shell)!).utf8).write(to: script)
-        let run = try await Tool.run(program, shell == "zsh" ? ["-n", script.path] : ["--no-execute", script.path],
-                               environment: ["PATH": "/usr/bin:/bin", "HOME": directory.url.path])
-        #expect(run.status == 0 && run.stderr.isEmpty, "\(run.stderr)")
-    }
-
     @Test("authflow completion and man print the scripts and the page; --provider-ids lists the catalog's ids")
     func commands() async throws {
         let h = try Harness()
         defer { h.directory.remove() }
         try h.catalog(catalogEntry(id: "gh", base: h.base), catalogEntry(id: "gl", base: h.base))
-        #expect(await h.run(["completion", "bash"]).stdout == Completion.bash)
-        #expect(await h.run(["completion", "fish"]).stdout == Completion.fish)
+        for shell in Completion.Shell.allCases {
+            #expect(await h.run(["completion", shell.rawValue]).stdout == Completion.script(for: shell))
+        }
         #expect(await h.run(["man"]).stdout == ManPage.roff())
         #expect(await h.run(["completion", "--provider-ids"]).stdout == "gh\ngl\n")
         #expect(await h.run(["completion", "tcsh"]).status == .usage)
         #expect(await h.run(["completion"]).status == .usage)
     }
-}
-
-/// The directory of the built `authflow`, for a shell's PATH.
-enum TestSupportBinary {
-    static var directory: String? { Binary.url?.deletingLastPathComponent().path }
 }
