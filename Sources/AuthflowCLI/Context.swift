@@ -186,7 +186,8 @@ struct Context: Sendable {
 
     // MARK: Errors
 
-    /// Prints a failure on stderr (with the next step) and returns its exit status.
+    /// Prints a failure on stderr, with the advice line of ``ErrorAdvice`` under a library error,
+    /// and returns its exit status.
     func report(_ error: CLIError) -> ExitCode {
         let style = errStyle
         switch error {
@@ -196,14 +197,15 @@ struct Context: Sendable {
             err.write("\(style.red("authflow: error:")) \(escaped(message))\n")
             return .dataError
         case .oauth(let error, let provider):
-            let status = ExitCode(error)
-            if status == .interrupted {
+            let subject = adviceSubject(provider ?? error.providerID)
+            let row = ErrorAdvice.row(for: error, subject)
+            if row.status == .interrupted {
                 err.write("authflow: interrupted; nothing was stored.\n")
-                return status
+                return row.status
             }
             err.write("\(style.red("authflow: error:")) \(Self.explain(error))\n")
-            if let hint = hint(for: error, provider: provider ?? error.providerID) { err.write("\(hint)\n") }
-            return status
+            if let advice = ErrorAdvice.line(row, subject) { err.write("\(advice)\n") }
+            return row.status
         }
     }
 
@@ -223,16 +225,5 @@ struct Context: Sendable {
         }
         if let status = error.httpStatus, error.response == nil, !text.contains("HTTP \(status)") { text += " [HTTP \(status)]" }
         return escaped(text) + " [\(error.code)]"
-    }
-
-    private func hint(for error: OAuthError, provider: String?) -> String? {
-        switch error.recovery {
-        case .retryLater: return "This is temporary; try again later."
-        case .reauthorize: return provider.map { "Log in again: authflow login \($0)" } ?? "Log in again with authflow login."
-        case .fixConfiguration:
-            if error.code == .storage { return nil }
-            return (try? configURL().path).map { "Check the catalog at \($0)." }
-        case .none: return nil
-        }
     }
 }

@@ -204,6 +204,39 @@ struct BinaryTests {
         #expect(origin.requests().count == (proxied ? 0 : 1))
     }
 
+    @Test("a service-account key the server does not know (invalid_grant, \"Invalid JWT Signature.\") exits 65 naming the key file and the account, never advising authflow login")
+    func refusedServiceAccountKey() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let keyPath = directory.url.appendingPathComponent("sa-key.pem").path
+        let keygen = ChildProcess()
+        keygen.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        keygen.arguments = ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", keyPath]
+        try keygen.run()
+        keygen.waitUntilExit()
+        let account: [String: Any] = ["type": "service_account", "client_email": "sa-wrong@demo.iam.example", "private_key_id": "k-gone",
+                                      "private_key": try String(contentsOfFile: keyPath, encoding: .utf8),
+                                      "token_uri": "\(server.baseURL)/token"]
+        let accountPath = directory.url.appendingPathComponent("sa-wrong.json").path
+        try JSONSerialization.data(withJSONObject: account).write(to: URL(fileURLWithPath: accountPath))
+        #expect(chmod(accountPath, 0o600) == 0)
+        try directory.writeCatalog([#"{"id": "sa-wrong", "serviceAccountFile": "\#(accountPath)", "scopes": ["read"]}"#])
+        server.script("/token", [.json(#"{"error":"invalid_grant","error_description":"Invalid JWT Signature."}"#, status: 400)])
+
+        let run = try await runBinary(["--config", directory.config.path, "--store", directory.store.path, "token", "sa-wrong"],
+                                      environment: cleanEnvironment(directory))
+        #expect(run.status == 65, "\(run.stderr)")
+        #expect(run.stdout.isEmpty)
+        #expect(run.stderr.contains("invalid_grant (Invalid JWT Signature.)"), "\(run.stderr)")
+        #expect(run.stderr.contains("The provider refused the service-account key \(accountPath) (sa-wrong@demo.iam.example): "
+                                    + "check that it is still valid there"), "\(run.stderr)")
+        #expect(!run.stderr.contains("authflow login"), "\(run.stderr)")
+        #expect(server.requests("/token").map { $0.form["grant_type"] } == ["urn:ietf:params:oauth:grant-type:jwt-bearer"])
+        #expect(directory.storedKeys.isEmpty)
+    }
+
     @Test("token refreshes an expired stored token, stores the new one, and prints only it")
     func tokenRefreshesExpired() async throws {
         let directory = try TemporaryDirectory()
