@@ -210,18 +210,7 @@ struct BinaryTests {
         defer { directory.remove() }
         let server = try TestHTTPServer()
         defer { server.stop() }
-        let keyPath = directory.url.appendingPathComponent("sa-key.pem").path
-        let keygen = ChildProcess()
-        keygen.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        keygen.arguments = ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", keyPath]
-        try keygen.run()
-        keygen.waitUntilExit()
-        let account: [String: Any] = ["type": "service_account", "client_email": "sa-wrong@demo.iam.example", "private_key_id": "k-gone",
-                                      "private_key": try String(contentsOfFile: keyPath, encoding: .utf8),
-                                      "token_uri": "\(server.baseURL)/token"]
-        let accountPath = directory.url.appendingPathComponent("sa-wrong.json").path
-        try JSONSerialization.data(withJSONObject: account).write(to: URL(fileURLWithPath: accountPath))
-        #expect(chmod(accountPath, 0o600) == 0)
+        let accountPath = try directory.serviceAccountFile(email: "sa-wrong@demo.iam.example", keyID: "k-gone", tokenURI: "\(server.baseURL)/token")
         try directory.writeCatalog([#"{"id": "sa-wrong", "serviceAccountFile": "\#(accountPath)", "scopes": ["read"]}"#])
         server.script("/token", [.json(#"{"error":"invalid_grant","error_description":"Invalid JWT Signature."}"#, status: 400)])
 
