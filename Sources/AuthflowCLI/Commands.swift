@@ -216,7 +216,7 @@ extension Context {
             } else if let error = result.errors[kind] {
                 err.write("\(errStyle.red("authflow: error:")) the provider did not confirm revoking the \(name), which may stay "
                     + "valid there until it expires: \(Self.explain(error))\n")
-                if status == .success { status = ExitCode(error) }
+                if status == .success { status = ErrorAdvice.row(for: error, adviceSubject(id)).status }
             }
         }
         return status

@@ -1,5 +1,4 @@
 public import OAuthFlow
-import OAuthFlowPostgres
 
 /// The process exit statuses of `authflow` (the BSD `sysexits.h` values, plus 130 for Ctrl-C).
 public enum ExitCode: Int32, Sendable, CaseIterable, CustomStringConvertible {
@@ -9,7 +8,8 @@ public enum ExitCode: Int32, Sendable, CaseIterable, CustomStringConvertible {
     case failure = 1
     /// 64: the command line is wrong (unknown command or option, missing argument, unknown provider).
     case usage = 64
-    /// 65: the configuration or stored data is bad (catalog, store, a provider's answer); retrying will not help.
+    /// 65: the configuration or stored data is bad (catalog, store, a refused key or credential, a
+    /// provider's answer); retrying will not help, and neither will a login.
     case dataError = 65
     /// 69: the provider could not be reached.
     case unavailable = 69
@@ -20,24 +20,12 @@ public enum ExitCode: Int32, Sendable, CaseIterable, CustomStringConvertible {
     /// 130: interrupted with Ctrl-C; nothing was stored.
     case interrupted = 130
 
-    /// The status for an ``OAuthError``: its code first, then its recovery.
+    /// The status for an ``OAuthError`` when nothing is known of its provider (a grant a person
+    /// logs in to is assumed): the status of the first row of the CLI's advice table that matches
+    /// (see `Documentation/Errors.md`). A command that knows the provider reads the table with
+    /// what the catalog says of it, which can turn a refused key into 65 rather than 77.
     public init(_ error: OAuthError) {
-        // A database store that is down, restarting or busy is temporary, whatever the code.
-        if let failure = error.underlying as? PostgresStoreFailure, failure.isTemporary {
-            self = .temporaryFailure
-            return
-        }
-        switch error.code {
-        case .cancelled: self = .interrupted
-        case .transport: self = .unavailable
-        case .accessDenied, .reauthorizationRequired: self = .denied
-        default:
-            switch error.recovery {
-            case .retryLater: self = .temporaryFailure
-            case .reauthorize, .none: self = .denied
-            case .fixConfiguration: self = .dataError
-            }
-        }
+        self = ErrorAdvice.row(for: error, ErrorAdvice.Subject()).status
     }
 
     /// The number and its meaning, as `--help` lists them.
@@ -46,7 +34,7 @@ public enum ExitCode: Int32, Sendable, CaseIterable, CustomStringConvertible {
         case .success: return "0    success"
         case .failure: return "1    unexpected failure"
         case .usage: return "64   usage error: unknown command or option, missing argument, unknown provider"
-        case .dataError: return "65   bad configuration or data: catalog, store, or a provider's answer"
+        case .dataError: return "65   bad configuration or data: catalog, store, a refused key or credential, or a provider's answer"
         case .unavailable: return "69   provider unreachable"
         case .temporaryFailure: return "75   temporary failure: try again later"
         case .denied: return "77   denied, or a new login is needed"

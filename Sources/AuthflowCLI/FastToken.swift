@@ -21,7 +21,7 @@ import OAuthFlow
 ///   the ones every command runs; a missing entry, or one that fails a check, gives up;
 /// - the entry: decoded by the library as a flow restores it (version, provider id, every
 ///   token's syntax), fresh by the rule of ``AuthFlow/tokenSet(for:)`` (expiry minus the 60 s
-///   margin, capped at half the lifetime) at ``Authflow/Services/now``; the printed token is
+///   margin, capped at a third of the lifetime) at ``Authflow/Services/now``; the printed token is
 ///   checked once more for bytes a header cannot carry.
 ///
 /// It never runs for `--json`, a `postgresql://` store, a store key (`--store-key-file`,

@@ -84,14 +84,15 @@ extension Context {
     }
 
     /// A valid, header-safe token set for a credential helper (git, kubectl), whose stdout belongs
-    /// to the tool that runs it. With nothing stored: a login on the terminal when `interactive`
-    /// (its instructions on stderr); else nil, after one line on stderr that names `authflow login`
-    /// (the caller exits 77).
+    /// to the tool that runs it. With nothing stored for a grant a person logs in to: a login on
+    /// the terminal when `interactive` (its instructions on stderr); else nil, after one line on
+    /// stderr that names `authflow login` (the caller exits 77). A grant no person logs in to
+    /// fetches its token on demand, as `authflow token` does: no login can help there.
     func validTokenSet(_ provider: Provider, flow: AuthFlow, store: any SecretStore, interactive: Bool? = nil) async throws(CLIError)
         -> TokenSet?
     {
         let id = provider.id
-        if await flow.authorization(for: id) == nil {
+        if Self.onDemandGrant(provider) == nil, await flow.authorization(for: id) == nil {
             let prompts = interactive ?? (output.stderrIsTerminal && environment["GIT_TERMINAL_PROMPT"] != "0")
             guard prompts, Self.defaultMethod(provider, environment: environment) != nil else {
                 err.write("\(errStyle.red("authflow: error:")) not logged in to \(escaped(id)); run: authflow login \(escaped(id))\n")

@@ -130,8 +130,9 @@ extension Authflow {
                        next get answers a new one; the login is kept
               store    accepted and ignored
 
-            With nothing stored, it runs a login on the terminal when stderr is one (and
-            GIT_TERMINAL_PROMPT is not 0); else it prints one line naming authflow login and exits 77.
+            With nothing stored for a grant a person logs in to, it runs a login on the terminal when
+            stderr is one (and GIT_TERMINAL_PROMPT is not 0); else it prints one line naming authflow
+            login and exits 77. A grant no person logs in to fetches its token as token does.
             """),
         CommandSpec(
             "kube-credential", usage: "[--config FILE] [--store DIR] kube-credential PROVIDER",
@@ -141,8 +142,9 @@ extension Authflow {
             Print an ExecCredential (client.authentication.k8s.io) for kubectl's exec plugin: status.token,
             a valid access token refreshed when due, and status.expirationTimestamp (RFC 3339). The
             apiVersion is the one KUBERNETES_EXEC_INFO asks for (v1 or v1beta1), v1 without it. With
-            nothing stored it logs in on the terminal only when kubectl says interactive: true;
-            otherwise it prints one line naming authflow login and exits 77.
+            nothing stored for a grant a person logs in to, it logs in on the terminal only when kubectl
+            says interactive: true; otherwise it prints one line naming authflow login and exits 77.
+            A grant no person logs in to fetches its token as token does.
             """),
         CommandSpec(
             "demo", usage: "demo", synopsis: "demo", summary: "the main job, end to end, offline, against an embedded provider",

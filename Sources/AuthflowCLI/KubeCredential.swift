@@ -46,9 +46,10 @@ extension Context {
     /// `authflow kube-credential PROVIDER`: an `ExecCredential` on stdout with `status.token` and,
     /// when the token has an expiry, `status.expirationTimestamp` (RFC 3339, UTC).
     ///
-    /// With nothing stored it logs in on the terminal only when kubectl says `interactive: true`
-    /// (or, from a kubectl that does not say, when stdin and stderr are terminals); otherwise one
-    /// line naming `authflow login` and exit 77.
+    /// With nothing stored for a grant a person logs in to, it logs in on the terminal only when
+    /// kubectl says `interactive: true` (or, from a kubectl that does not say, when stdin and
+    /// stderr are terminals); otherwise one line naming `authflow login` and exit 77. A grant no
+    /// person logs in to fetches its token on demand.
     func kubeCredential(_ id: String) async throws(CLIError) -> ExitCode {
         let info = try KubeExecInfo(environment["KUBERNETES_EXEC_INFO"])
         let provider = try provider(id)

@@ -90,7 +90,7 @@ extension Context {
         guard case .failure(let error) = result else { return .success }
         if options.json, !session.printedError {
             // Failures the flow does not publish (a timeout, a forged state) still end with an error line.
-            out.write(JSONValue.line([("state", .string("error")), ("provider", .string(id))] + error.jsonFields))
+            out.write(JSONValue.line([("state", .string("error")), ("provider", .string(id))] + jsonFields(error, provider: id)))
         }
         throw .oauth(error, provider: id)
     }
@@ -131,7 +131,7 @@ final class LoginSession: Sendable {
         let err = context.err
         if json {
             if case .error = state { seen.withLock { $0.printedError = true } }
-            out.write(JSONValue.line(StateJSON.record(state, authorizationURL: authorizationURL, redirectURI: redirectURI)))
+            out.write(JSONValue.line(StateJSON.record(state, context: context, authorizationURL: authorizationURL, redirectURI: redirectURI)))
             return
         }
         let style = context.outStyle

@@ -74,7 +74,8 @@ final class StateReporter: Sendable {
 
 /// How a state reads as a JSON Lines record: `state` (its name), `provider`, and its data. Never a token.
 enum StateJSON {
-    static func record(_ state: AuthFlow.State, authorizationURL: URL? = nil, redirectURI: URL? = nil) -> [(String, JSONValue)] {
+    /// The record of `state`; an error's fields (its `exit_code` from ``ErrorAdvice``) come from `context`.
+    static func record(_ state: AuthFlow.State, context: Context, authorizationURL: URL? = nil, redirectURI: URL? = nil) -> [(String, JSONValue)] {
         var pairs: [(String, JSONValue)] = [("state", .string(state.name))]
         if let provider = state.providerID { pairs.append(("provider", .string(provider))) }
         switch state {
@@ -99,23 +100,9 @@ enum StateJSON {
                 ("scopes", .strings(authorization.scopes)),
                 ("refreshable", .bool(authorization.isRefreshable)),
             ]
-        case .error(_, let error):
-            pairs += error.jsonFields
+        case .error(let provider, let error):
+            pairs += context.jsonFields(error, provider: provider)
         }
         return pairs
-    }
-}
-
-extension OAuthError {
-    /// `code` (the OAuthError code), `error` (the server's RFC 6749 §5.2 code, or null),
-    /// `description`, `recovery` and `exit_code`.
-    var jsonFields: [(String, JSONValue)] {
-        [
-            ("code", .string(code.description)),
-            ("error", .string(response?.code.rawValue)),
-            ("description", .string(Context.explain(self))),
-            ("recovery", .string(recovery.rawValue)),
-            ("exit_code", .int(Int(ExitCode(self).rawValue))),
-        ]
     }
 }

@@ -80,10 +80,10 @@ public final class PostgresSecretStore: SecretStore, CustomStringConvertible, Cu
     /// The limits in force.
     public let options: Options
     private let encryption: EntryEncryption?
-    private let redactor: Redactor
+    let redactor: Redactor
     private let lib: LibPQ
-    private let pool: ConnectionPool
-    private let statements: Statements
+    let pool: ConnectionPool
+    let statements: Statements
     private let parameters: [(String, String)]
     private let listener = Mutex<Listener?>(nil)
 
@@ -325,101 +325,6 @@ public final class PostgresSecretStore: SecretStore, CustomStringConvertible, Cu
         return keys.sorted()
     }
 
-    /// Runs `body` holding the fleet-wide lock on `key`: a transaction with
-    /// `pg_advisory_xact_lock`, on a connection of its own.
-    ///
-    /// Waits at most ``Options/lockTimeout`` in all, for a pooled connection and for another
-    /// process's lock together; cancelling the task ends either wait. The body's ``load(_:)``,
-    /// ``save(_:for:)`` and ``delete(_:)`` of `key` go through the same transaction. The
-    /// transaction commits after `body`, whether it returned or threw (a save the body made before
-    /// failing, such as a "needs reauthorization" mark, is kept). A process that dies inside
-    /// releases the lock when its connection closes; one that stays connected but idle longer than
-    /// ``Options/holdTimeout`` has its session ended by the server. Calls for the same key nested
-    /// inside run directly; tasks created inside `body` that outlive it do not inherit the lock.
-    /// - Throws: ``OAuthError`` `.timedOut` when the lock (or a connection) cannot be had in time;
-    ///   `.cancelled`; `.storage` when the database fails; `.configuration` for a refused login;
-    ///   what `body` throws.
-    public func withExclusiveAccess<T: Sendable>(
-        to key: String, _ body: @Sendable () async throws(OAuthError) -> T
-    ) async throws(OAuthError) -> T {
-        try validate(key)
-        if let scope = Self.scope, scope.covers(self, key) { return try await body() }
-        let statements = self.statements
-        let (connection, revision) = try await lock(key, deadline: ContinuousClock.now + options.lockTimeout)
-        defer { pool.release(connection) }
-        let scope = Scope(store: self, key: key, connection: connection, revision: revision)
-        let result: Result<T, OAuthError> = await Self.$scope.withValue(scope) {
-            do throws(OAuthError) {
-                return .success(try await body())
-            } catch {
-                return .failure(error)
-            }
-        }
-        // Closed before the commit: a task the body created (a proactive-refresh timer) inherits
-        // the task-local scope, and must take the lock itself when it runs.
-        scope.close()
-        let timeout = options.lockTimeout + .seconds(3)
-        do {
-            try await connection.run { connection throws(PostgresStoreFailure) in
-                _ = try connection.execute(statements.commit, deadline: ContinuousClock.now + timeout)
-            }
-        } catch {
-            if error.kind == .connectionLost { pool.discardIdle() }
-            // The body's writes are lost with the transaction; say so even when the body failed too.
-            throw failure(error, key: key, action: "commit the writes made under the lock on \"\(key)\"")
-        }
-        return try result.get()
-    }
-
-    /// Takes the lock on `key` on a pooled connection by `deadline`: `BEGIN`, the wait, and the
-    /// revision the transaction sees. A pooled connection the server dropped meanwhile (a restart)
-    /// is replaced once: nothing ran on it.
-    private func lock(_ key: String, deadline: ContinuousClock.Instant) async throws(OAuthError) -> (PGConnection, Int64) {
-        let statements = self.statements
-        let table = options.table
-        var attempts = 2
-        while true {
-            attempts -= 1
-            let connection: PGConnection
-            do {
-                connection = try await pool.acquire(deadline: deadline)
-            } catch {
-                throw failure(error, key: key, action: "lock \"\(key)\"")
-            }
-            do {
-                let revision = try await connection.runCancellable { connection throws(PostgresStoreFailure) in
-                    let remaining = ContinuousClock.now.duration(to: deadline)
-                    guard remaining > .zero else {
-                        throw PostgresStoreFailure(kind: .timedOut, message: "the lock wait ran out while waiting for a connection")
-                    }
-                    let quick = ContinuousClock.now + .seconds(5)
-                    _ = try connection.execute(statements.begin, deadline: quick)
-                    do throws(PostgresStoreFailure) {
-                        // The server ends the lock wait at the deadline (lock_timeout, 55P03), a
-                        // second before the statement timeout and three before the client gives up.
-                        _ = try connection.execute(statements.lockScope, [.text("\(Self.milliseconds(remaining))ms"),
-                                                                         .text("\(Self.milliseconds(remaining + .seconds(1)))ms")],
-                                                   deadline: quick)
-                        _ = try connection.execute(statements.lock, [.text(table), .text(key)], deadline: deadline + .seconds(3), cancellable: true)
-                        let result = try connection.execute(statements.revision, [.text(key)], deadline: deadline + .seconds(3))
-                        return result.rowCount > 0 ? result.integer(0, 0) ?? 0 : 0
-                    } catch {
-                        Self.rollback(connection, statements: statements, deadline: quick)
-                        throw error
-                    }
-                }
-                return (connection, revision)
-            } catch where error.kind == .connectionLost && attempts > 0 {
-                pool.release(connection)
-                pool.discardIdle()
-            } catch {
-                pool.release(connection)
-                if error.kind == .connectionLost { pool.discardIdle() }
-                throw failure(error, key: key, action: "lock \"\(key)\"")
-            }
-        }
-    }
-
     /// What other processes change, as the database notifies it: the keys they delete (log out),
     /// and ``StoreInvalidation/resync`` whenever notifications may have been missed.
     ///
@@ -485,98 +390,7 @@ public final class PostgresSecretStore: SecretStore, CustomStringConvertible, Cu
         var schemaVersion: Int
     }
 
-    /// The lock held by the current task: its key, its connection, and the revision it last saw.
-    ///
-    /// Task-local, so `Task {}` inside the body inherits it; ``close()`` (before the commit) makes
-    /// every copy inert, and ``covers(_:_:)`` is false from then on.
-    final class Scope: Sendable {
-        private let store: ObjectIdentifier
-        let key: String
-        let connection: PGConnection
-        private let state: Mutex<(revision: Int64, open: Bool)>
-
-        init(store: PostgresSecretStore, key: String, connection: PGConnection, revision: Int64) {
-            self.store = ObjectIdentifier(store)
-            self.key = key
-            self.connection = connection
-            self.state = Mutex((revision, true))
-        }
-
-        /// True while the lock's transaction is open, for `key` of `store`.
-        func covers(_ store: PostgresSecretStore, _ key: String) -> Bool {
-            self.store == ObjectIdentifier(store) && self.key == key && state.withLock { $0.open }
-        }
-
-        var revision: Int64 { state.withLock { $0.revision } }
-
-        func observe(_ revision: Int64, store: PostgresSecretStore, key: String) {
-            guard covers(store, key) else { return }
-            state.withLock { $0.revision = revision }
-        }
-
-        /// Ends the scope: the transaction is about to commit and its connection goes back to the pool.
-        func close() { state.withLock { $0.open = false } }
-    }
-
-    @TaskLocal static var scope: Scope?
-
-    /// Runs one unit of work on the scope's connection (same key) or a pooled one; a pooled
-    /// connection that turns out lost closes every idle one and is replaced once when `retry`
-    /// allows (idempotent work only).
-    private func perform<T: Sendable>(
-        _ key: String?, action: String, retry: Bool,
-        _ work: @escaping @Sendable (PGConnection, ContinuousClock.Instant) throws(PostgresStoreFailure) -> T
-    ) async throws(OAuthError) -> T {
-        let statementWait = options.statementTimeout + .seconds(3)
-        if let key, let scope = Self.scope, scope.covers(self, key) {
-            let wait = max(statementWait, options.lockTimeout + .seconds(3))
-            do {
-                return try await scope.connection.run { connection throws(PostgresStoreFailure) in
-                    try work(connection, ContinuousClock.now + wait)
-                }
-            } catch {
-                throw failure(error, key: key, action: action)
-            }
-        }
-        var attempts = retry ? 2 : 1
-        while true {
-            attempts -= 1
-            do {
-                let connection = try await pool.acquire(deadline: ContinuousClock.now + statementWait)
-                defer { pool.release(connection) }
-                return try await connection.run { connection throws(PostgresStoreFailure) in
-                    try work(connection, ContinuousClock.now + statementWait)
-                }
-            } catch where error.kind == .connectionLost && attempts > 0 {
-                pool.discardIdle()
-                continue
-            } catch {
-                if error.kind == .connectionLost { pool.discardIdle() }
-                throw failure(error, key: key, action: action)
-            }
-        }
-    }
-
-    /// The ``OAuthError`` for a failure: `.timedOut`, `.cancelled`, `.configuration` (a refused
-    /// login, no libpq), or `.storage`; the failure stays in `underlying`.
-    private func failure(_ failure: PostgresStoreFailure, key: String?, action: String) -> OAuthError {
-        let code: OAuthError.Code
-        switch failure.kind {
-        case .timedOut: code = .timedOut
-        case .cancelled: code = .cancelled
-        case .authenticationFailed, .libraryMissing: code = .configuration
-        case .unreachable, .connectionLost, .rejected: code = .storage
-        }
-        return OAuthError(code, providerID: key,
-                          message: "the fleet store \(name) could not \(action): \(redactor.clean(failure.message))", underlying: failure)
-    }
-
-    /// Ends a failed transaction; a connection that cannot even roll back is not reused.
-    private static func rollback(_ connection: PGConnection, statements: Statements, deadline: ContinuousClock.Instant) {
-        do { _ = try connection.execute(statements.rollback, deadline: deadline) } catch { connection.markBroken() }
-    }
-
-    private func validate(_ key: String) throws(OAuthError) {
+    func validate(_ key: String) throws(OAuthError) {
         guard FileSecretStore.isValidKey(key) else {
             throw OAuthError(.configuration, providerID: nil, message: "\"\(key.prefix(64))\" is not a valid store key (1 to 128 letters, digits, '.', '_' or '-')")
         }
@@ -590,77 +404,5 @@ public final class PostgresSecretStore: SecretStore, CustomStringConvertible, Cu
 
     static func milliseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
-    }
-}
-
-/// Set once the table is known to exist, so later connections skip the check.
-private final class SchemaFlag: Sendable {
-    private let ready = Mutex(false)
-    var isReady: Bool { ready.withLock { $0 } }
-    func markReady() { ready.withLock { $0 = true } }
-}
-
-/// Every statement the store runs, each prepared once per connection. Values are always
-/// parameters; the only text spliced in is the table name, checked by
-/// ``PostgresSecretStore/isValidTable(_:)`` and quoted as an identifier.
-struct Statements: Sendable {
-    let createTable, tableExists, schemaLock, sessionSettings, load, save, insertIfAbsent, updateIfUnchanged, isDeleted, delete, keys,
-        lockScope, lock, revision, listen, begin, commit, rollback, setting, prepared: PGStatement
-
-    init(table: String) {
-        let t = "\"\(table)\""
-        func statement(_ name: String, _ count: Int, _ sql: String) -> PGStatement {
-            PGStatement(name: "oauthflow_\(name)", sql: sql, parameterCount: count)
-        }
-        createTable = statement("create_table", 0, """
-            CREATE TABLE IF NOT EXISTS \(t) (
-                key text PRIMARY KEY,
-                value bytea,
-                revision bigint NOT NULL,
-                schema_version integer NOT NULL,
-                updated_at timestamptz NOT NULL DEFAULT now()
-            )
-            """)
-        tableExists = statement("table_exists", 1, "SELECT to_regclass($1) IS NOT NULL")
-        schemaLock = statement("schema_lock", 1, "SELECT pg_advisory_xact_lock(hashtext('oauthflow.schema'), hashtext($1))")
-        sessionSettings = statement("session", 3, """
-            SELECT set_config('statement_timeout', $1, false), set_config('lock_timeout', $2, false),
-                   set_config('idle_in_transaction_session_timeout', $3, false),
-                   set_config('tcp_keepalives_idle', '10', false), set_config('tcp_keepalives_interval', '5', false),
-                   set_config('tcp_keepalives_count', '3', false)
-            """)
-        load = statement("load", 1, "SELECT value, revision, schema_version FROM \(t) WHERE key = $1")
-        save = statement("save", 3, """
-            INSERT INTO \(t) AS s (key, value, revision, schema_version, updated_at) VALUES ($1, $2, 1, $3::integer, now())
-            ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, revision = s.revision + 1, schema_version = EXCLUDED.schema_version,
-                updated_at = now()
-            """)
-        insertIfAbsent = statement("insert_if_absent", 3, """
-            INSERT INTO \(t) (key, value, revision, schema_version, updated_at) VALUES ($1, $2, 1, $3::integer, now())
-            ON CONFLICT (key) DO NOTHING
-            RETURNING revision
-            """)
-        updateIfUnchanged = statement("update_if_unchanged", 4, """
-            UPDATE \(t) SET value = $2, revision = revision + 1, schema_version = $3::integer, updated_at = now()
-            WHERE key = $1 AND revision = $4::bigint
-            RETURNING revision
-            """)
-        isDeleted = statement("is_deleted", 1, "SELECT COALESCE((SELECT value IS NULL FROM \(t) WHERE key = $1), true)")
-        delete = statement("delete", 2, """
-            WITH gone AS (
-                UPDATE \(t) SET value = NULL, revision = revision + 1, updated_at = now() WHERE key = $1 AND value IS NOT NULL RETURNING key
-            )
-            SELECT pg_notify($2, key) FROM gone
-            """)
-        keys = statement("keys", 0, "SELECT key FROM \(t) WHERE value IS NOT NULL")
-        lockScope = statement("lock_scope", 2, "SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)")
-        lock = statement("lock", 2, "SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))")
-        revision = statement("revision", 1, "SELECT revision FROM \(t) WHERE key = $1")
-        listen = statement("listen", 0, "LISTEN \(t)")
-        begin = statement("begin", 0, "BEGIN")
-        commit = statement("commit", 0, "COMMIT")
-        rollback = statement("rollback", 0, "ROLLBACK")
-        setting = statement("setting", 1, "SELECT current_setting($1)")
-        prepared = statement("prepared", 0, "SELECT name FROM pg_prepared_statements ORDER BY name")
     }
 }

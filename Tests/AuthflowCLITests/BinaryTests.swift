@@ -204,6 +204,28 @@ struct BinaryTests {
         #expect(origin.requests().count == (proxied ? 0 : 1))
     }
 
+    @Test("a service-account key the server does not know (invalid_grant, \"Invalid JWT Signature.\") exits 65 naming the key file and the account, never advising authflow login")
+    func refusedServiceAccountKey() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let accountPath = try directory.serviceAccountFile(email: "sa-wrong@demo.iam.example", keyID: "k-gone", tokenURI: "\(server.baseURL)/token")
+        try directory.writeCatalog([#"{"id": "sa-wrong", "serviceAccountFile": "\#(accountPath)", "scopes": ["read"]}"#])
+        server.script("/token", [.json(#"{"error":"invalid_grant","error_description":"Invalid JWT Signature."}"#, status: 400)])
+
+        let run = try await runBinary(["--config", directory.config.path, "--store", directory.store.path, "token", "sa-wrong"],
+                                      environment: cleanEnvironment(directory))
+        #expect(run.status == 65, "\(run.stderr)")
+        #expect(run.stdout.isEmpty)
+        #expect(run.stderr.contains("invalid_grant (Invalid JWT Signature.)"), "\(run.stderr)")
+        #expect(run.stderr.contains("The provider refused the service-account key \(accountPath) (sa-wrong@demo.iam.example): "
+                                    + "check that it is still valid there"), "\(run.stderr)")
+        #expect(!run.stderr.contains("authflow login"), "\(run.stderr)")
+        #expect(server.requests("/token").map { $0.form["grant_type"] } == ["urn:ietf:params:oauth:grant-type:jwt-bearer"])
+        #expect(directory.storedKeys.isEmpty)
+    }
+
     @Test("token refreshes an expired stored token, stores the new one, and prints only it")
     func tokenRefreshesExpired() async throws {
         let directory = try TemporaryDirectory()

@@ -72,19 +72,7 @@ struct ClientKeyFileCLITests {
     func serviceAccountToken() async throws {
         let h = try Harness()
         defer { h.directory.remove() }
-        let keyPath = try Self.key(h)
-        // A service account's key is RSA; replace the EC key with an RSA one.
-        let rsa = ChildProcess()
-        rsa.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        rsa.arguments = ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", keyPath]
-        try rsa.run()
-        rsa.waitUntilExit()
-        let account: [String: Any] = ["type": "service_account", "client_email": "svc@demo.iam.example", "private_key_id": "k1",
-                                      "private_key": try String(contentsOfFile: keyPath, encoding: .utf8),
-                                      "token_uri": h.mock.url(.token).absoluteString]
-        let accountPath = h.directory.url.appendingPathComponent("sa.json").path
-        try JSONSerialization.data(withJSONObject: account).write(to: URL(fileURLWithPath: accountPath))
-        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: accountPath)
+        let accountPath = try h.directory.serviceAccountFile(email: "svc@demo.iam.example", tokenURI: h.mock.url(.token).absoluteString)
         try h.catalog(#"{"id": "gcp", "serviceAccountFile": "\#(accountPath)", "scopes": ["read"]}"#)
         h.mock.script(.token, [.token(access: "at-sa-1", expiresIn: 3600, refresh: nil)])
 

@@ -125,7 +125,7 @@ struct FastTokenTests {
         #expect(try rig.fast(["token", "gh"], at: 1e9).stdout == "at-forever\n")
     }
 
-    @Test("freshness is the flow's rule: expiry minus 60 s, the margin capped at half the lifetime")
+    @Test("freshness is the flow's rule: expiry minus 60 s, the margin capped at a third of the lifetime")
     func freshnessRule() async throws {
         let rig = try Rig()
         defer { rig.directory.remove() }
@@ -135,9 +135,9 @@ struct FastTokenTests {
             let full = try await rig.expectFallsThrough(at: offset)
             #expect(full.status != .success && full.stdout.isEmpty, "at \(offset): \(full)")
         }
-        try rig.storeEntry(lifetime: 100)  // margin 50 s
-        #expect(try rig.fast(["token", "gh"], at: 49).status == .success)
-        _ = try await rig.expectFallsThrough(at: 50)
+        try rig.storeEntry(lifetime: 90)  // margin 30 s
+        #expect(try rig.fast(["token", "gh"], at: 59).status == .success)
+        _ = try await rig.expectFallsThrough(at: 60)
     }
 
     @Test("no entry, an unknown provider, --json, debugging: the full path runs")

@@ -125,6 +125,24 @@ struct GitCredentialTests {
         #expect(h.mock.requests().isEmpty)
     }
 
+    @Test("get for a grant no person logs in to, with nothing stored and no terminal: fetched on demand, never 'not logged in'; a refused secret names it")
+    func unattendedFetchedOnDemand() async throws {
+        let h = try Harness()
+        defer { h.directory.remove() }
+        try h.catalog(catalogEntry(id: "svc", base: h.base, device: false, secret: "s3cret"))
+        h.mock.script(.token, [.token(access: "at-svc", refresh: nil), .oauthError("invalid_client", status: 401)])
+        let run = await h.run(["git-credential", "svc", "get"], services: h.services(standardInput: Self.https))
+        #expect(run.status == .success, "\(run.stderr)")
+        #expect(run.stdout.contains("password=at-svc\n"))
+        #expect(h.mock.requests(.token).map { $0.form["grant_type"] } == ["client_credentials"])
+
+        try FileManager.default.removeItem(at: h.directory.store)
+        let refused = await h.run(["git-credential", "svc", "get"], services: h.services(standardInput: Self.https))
+        #expect(refused.status == .dataError && refused.stdout.isEmpty, "\(refused.stderr)")
+        #expect(refused.stderr.contains("The provider refused the client secret of client ID client-svc"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("authflow login"))
+    }
+
     @Test("get with no login on a terminal logs in first (its instructions on stderr, stdout left to git), then answers")
     func logsInOnTerminal() async throws {
         let h = try Harness()

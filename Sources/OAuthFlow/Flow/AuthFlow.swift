@@ -26,7 +26,7 @@ public actor AuthFlow {
         /// against `CLOCK_REALTIME_COARSE` (a few ms of resolution, a fifth of the cost of
         /// `Date()` here), which no 60 s refresh margin can notice.
         @usableFromInline var readsSystemClock: Bool
-        /// Refresh this long before expiry (capped at half the token's lifetime).
+        /// Refresh this long before expiry (capped at a third of the token's lifetime).
         public var refreshMargin: TimeInterval
         /// How long an authorization request's `state` stays valid.
         public var pendingAuthorizationLifetime: TimeInterval

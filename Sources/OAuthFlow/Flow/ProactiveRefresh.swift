@@ -31,10 +31,6 @@ final class ProactiveTimers: Sendable {
         for task in all { task.cancel() }
     }
 
-    /// A token living less than this is not renewed in the background (on-demand refresh still
-    /// applies): renewing such tokens ahead of time would mean a request every few seconds.
-    static let minimumLifetime: TimeInterval = 60
-
     deinit { cancelAll() }
 }
 
@@ -45,26 +41,17 @@ extension AuthFlow {
         scheduleProactiveRefresh(for: set)
     }
 
-    /// When the background renewal of `set` is due, as seconds from now: ahead of the time a
-    /// caller would renew it on demand (expiry minus the margin, the margin capped at half the
-    /// lifetime) by a lead of one eighth of that margin plus a random part of another eighth
-    /// (from ``Options/jitter``): 7.5 to 15 s with the default 60 s margin. The fixed part leaves
-    /// the background request time to finish while the token is still fresh, so callers keep
-    /// getting the cached token and never wait for it; the random part keeps processes that share
-    /// a store from renewing in the same second. Nil when `set` cannot or need not be renewed in
-    /// the background: no expiry, no refresh token (unless it came from a grant the provider runs again with no person: client
-    /// credentials, JWT-bearer, a token exchange of its subject token file),
-    /// marked for reauthorization, or living under ``ProactiveTimers/minimumLifetime``.
+    /// When the background renewal of `set` is due, as seconds from now (``RenewalTiming``: a
+    /// lead ahead of the time a caller would renew it on demand, whatever the token's lifetime).
+    /// Nil when `set` cannot or need not be renewed in the background: no expiry, born expired, no
+    /// refresh token (unless it came from a grant the provider runs again with no person: client
+    /// credentials, JWT-bearer, a token exchange of its subject token file), or marked for
+    /// reauthorization.
     nonisolated func proactiveDelay(for set: TokenSet, now: Date) -> TimeInterval? {
-        guard let expiresAt = set.expiresAt, !set.needsReauthorization,
+        guard !set.needsReauthorization,
               set.refreshToken != nil || set.grant == .clientCredentials || set.grant.needsNoPerson && providers[set.providerID]?.serviceGrant == set.grant,
-              expiresAt.timeIntervalSince(set.issuedAt) >= ProactiveTimers.minimumLifetime
+              let due = RenewalTiming.backgroundRenewalTime(of: set, refreshMargin: options.refreshMargin, jitter: options.jitter)
         else { return nil }
-        let margin = TokenCache.effectiveMargin(of: set, margin: options.refreshMargin)
-        let drawn = options.jitter()
-        let fraction = drawn.isFinite ? min(max(drawn, 0), 1) : 0
-        let lead = margin * (1 + fraction) / 8
-        let due = TokenCache.renewalTime(of: set, margin: options.refreshMargin) - lead
         return max(due - now.timeIntervalSince1970, 0)
     }
 

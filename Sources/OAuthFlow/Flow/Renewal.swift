@@ -48,7 +48,7 @@ extension AuthFlow {
     }
 
     nonisolated func isFresh(_ set: TokenSet) -> Bool {
-        options.now().timeIntervalSince1970 < TokenCache.renewalTime(of: set, margin: options.refreshMargin)
+        options.now().timeIntervalSince1970 < RenewalTiming.renewalTime(of: set, refreshMargin: options.refreshMargin)
     }
 
     /// One renewal per provider at a time; everyone waiting gets its result.

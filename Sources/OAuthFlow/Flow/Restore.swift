@@ -54,14 +54,14 @@ extension AuthFlow {
 
     /// What ``tokenSet(for:)`` would answer from memory right after ``restore()`` read `data`
     /// (the bytes of `key`'s stored entry): the set, when it is fresh at `now` by the same rule
-    /// (expiry minus `refreshMargin`, the margin capped at half the lifetime); nil when it needs a
+    /// (``RenewalTiming``: expiry minus `refreshMargin`, at most a third of the lifetime); nil when it needs a
     /// renewal. For `authflow token`, which answers a fresh token without making a flow.
     /// - Throws: ``OAuthError`` `.storage` as ``restore()`` would report for the entry.
     package static func freshStoredSet(
         _ data: Data, key: String, now: Date, refreshMargin: TimeInterval = Options.defaultRefreshMargin
     ) throws(OAuthError) -> TokenSet? {
         let set = try decodeStored(data, key: key)
-        return now.timeIntervalSince1970 < TokenCache.renewalTime(of: set, margin: refreshMargin) ? set : nil
+        return now.timeIntervalSince1970 < RenewalTiming.renewalTime(of: set, refreshMargin: refreshMargin) ? set : nil
     }
 
     func save(_ set: TokenSet) async throws(OAuthError) {

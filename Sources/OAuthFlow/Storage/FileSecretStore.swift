@@ -44,11 +44,11 @@ public final class FileSecretStore: SecretStore {
     /// Seals every saved entry and opens every loaded one; nil keeps entries as plaintext JSON.
     public let encryption: EntryEncryption?
 
-    private let path: String
+    let path: String
     /// The directory, opened once: every file operation is relative to it, so a path swapped
     /// after ``init(directory:environment:lockTimeout:encryption:)`` checked it cannot redirect the store.
-    private let directoryFD: FileDescriptor
-    private let locks = KeyedAsyncLock()
+    let directoryFD: FileDescriptor
+    let locks = KeyedAsyncLock()
 
     /// Opens the store, creating its directory (mode 0700) when it does not exist.
     ///
@@ -296,86 +296,6 @@ public final class FileSecretStore: SecretStore {
         return keys.sorted()
     }
 
-    /// Runs `body` holding `key`'s lock against other tasks of this process and other processes.
-    ///
-    /// Tasks in this process queue in order; then the store takes an exclusive `flock(2)` on
-    /// `<key>.lock`, polling without blocking a thread until it is free or ``lockTimeout`` passes.
-    /// The lock is released when `body` returns or throws. It is advisory: it excludes only
-    /// processes that take the same lock (every ``FileSecretStore``, and `flock(1)`).
-    /// - Throws: ``OAuthError`` `.timedOut` naming the key when another process holds the lock past
-    ///   ``lockTimeout`` (retry later, or find the holder with `lslocks`); `.cancelled` when the
-    ///   task is cancelled before it holds the lock (`body` does not run then); `.configuration` for an invalid key; `.storage` when the
-    ///   lock file cannot be opened; otherwise what `body` throws.
-    public func withExclusiveAccess<T: Sendable>(
-        to key: String, _ body: @Sendable () async throws(OAuthError) -> T
-    ) async throws(OAuthError) -> T {
-        try validate(key)
-        let name = lockName(key)
-        return try await locks.withLock(key) { () async throws(OAuthError) -> T in
-            let lock = try await self.lockFile(key)
-            // Marks the lock as held by this task, so a `delete` inside `body` does not wait for itself.
-            let result = await Self.$heldLocks.withValue(Self.heldLocks.union([name])) { () async -> Result<T, OAuthError> in
-                do throws(OAuthError) { return .success(try await body()) } catch { return .failure(error) }
-            }
-            try? lock.close()  // closing the descriptor releases the flock
-            return try result.get()
-        }
-    }
-
-    /// The locks the current task holds, as `<directory>/<key>` (a task-local: tasks `body` starts inherit it).
-    @TaskLocal private static var heldLocks: Set<String> = []
-
-    private func lockName(_ key: String) -> String { "\(path)/\(key)" }
-
-    // MARK: Locking
-
-    /// Opens `<key>.lock` and takes an exclusive flock on it, held until the descriptor closes.
-    private func lockFile(_ key: String) async throws(OAuthError) -> FileDescriptor {
-        let file = "\(path)/\(key).lock"
-        let fd: FileDescriptor
-        do throws(SystemError) {
-            // Read-only is enough for flock(2), and opens a lock file whatever its write bits.
-            fd = try FileDescriptor(opening: "\(key).lock", in: directoryFD, O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK, mode: 0o600)
-        } catch {
-            if error.code == ELOOP { throw Self.failure(key, "refusing the lock file \"\(file)\": it is a symbolic link; delete it") }
-            throw Self.failure(key, "cannot open the lock file \"\(file)\"", errno: error.code)
-        }
-        var info = stat()
-        guard fstat(fd.raw, &info) == 0 else { throw Self.failure(key, "cannot stat the lock file \"\(file)\"", errno: errno) }
-        guard info.st_mode & S_IFMT == S_IFREG else {
-            throw Self.failure(key, "refusing the lock file \"\(file)\": it is not a regular file; delete it")
-        }
-        if info.st_uid == geteuid(), info.st_mode & 0o777 != 0o600 {
-            fchmod(fd.raw, 0o600)  // a narrow umask or flock(1) may have created it otherwise; it holds no data
-        }
-
-        let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: lockTimeout)
-        var step = Duration.milliseconds(5)
-        while true {
-            // A task cancelled while queued behind other tasks stops here, before the body runs.
-            guard !Task.isCancelled else {
-                throw OAuthError(.cancelled, providerID: key, message: "cancelled while waiting for the lock on \"\(file)\"")
-            }
-            if flock(fd.raw, LOCK_EX | LOCK_NB) == 0 { return fd }
-            let code = errno
-            if code == EINTR { continue }
-            guard code == EWOULDBLOCK else { throw Self.failure(key, "cannot lock \"\(file)\"", errno: code) }
-            let remaining = clock.now.duration(to: deadline)
-            guard remaining > .zero else {
-                throw OAuthError(.timedOut, providerID: key,
-                                 message: "gave up after \(lockTimeout) waiting for the lock on \"\(file)\"; another process holds it")
-            }
-            do {
-                try await Task.sleep(for: min(step, remaining))
-            } catch {
-                throw OAuthError(.cancelled, providerID: key,
-                                 message: "cancelled while waiting for the lock on \"\(file)\"", underlying: error)
-            }
-            step = min(step * 2, .milliseconds(50))
-        }
-    }
-
     // MARK: Helpers
 
     /// The entry's plaintext: opened when sealed and the store has a key, as it is when plaintext.
@@ -401,7 +321,7 @@ public final class FileSecretStore: SecretStore {
         }
     }
 
-    private func validate(_ key: String) throws(OAuthError) {
+    func validate(_ key: String) throws(OAuthError) {
         guard Self.isValidKey(key) else {
             throw OAuthError(.configuration, providerID: key,
                              message: "\"\(key)\" is not a valid store key: use 1 to 128 ASCII letters, digits, '.', '_' or '-', not starting with '.'")
@@ -425,79 +345,5 @@ public final class FileSecretStore: SecretStore {
                 throw Self.failure(key, "refusing \"\(file)\": it is over the \(Self.maximumEntrySize)-byte limit; delete it")
             }
         }
-    }
-
-    /// Makes a rename or unlink durable. File systems that cannot sync directories are tolerated.
-    private func syncDirectory(key: String, after action: String) throws(OAuthError) {
-        guard Self.retryingInterrupts({ fsync(directoryFD.raw) }) == 0 else {
-            let code = errno
-            if code == EINVAL || code == ENOTSUP { return }
-            throw Self.failure(key, "\(action) succeeded, but flushing the directory \"\(path)\" failed", errno: code)
-        }
-    }
-
-    private static func retryingInterrupts(_ call: () -> Int32) -> Int32 {
-        while true {
-            let result = call()
-            if result == 0 || errno != EINTR { return result }
-        }
-    }
-
-    /// Creates `path` and its missing parents with mode 0700; true when `path` itself was created.
-    private static func makeDirectories(_ path: String) throws(OAuthError) -> Bool {
-        var info = stat()
-        if stat(path, &info) == 0 { return false }
-        var prefix = ""
-        var createdLast = false
-        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
-            prefix += "/" + component
-            if stat(prefix, &info) == 0 {
-                createdLast = false
-                continue
-            }
-            if mkdir(prefix, 0o700) == 0 {
-                createdLast = true
-                // The umask may have removed owner bits; parents we create are exactly 0700.
-                chmod(prefix, 0o700)
-                continue
-            }
-            let code = errno
-            if code == EEXIST {  // another process created it meanwhile
-                createdLast = false
-                continue
-            }
-            throw failure(nil, "cannot create the directory \"\(prefix)\"", errno: code)
-        }
-        return createdLast
-    }
-
-    private static func checkDirectory(_ fd: borrowing FileDescriptor, path: String, key: String?) throws(OAuthError) {
-        var info = stat()
-        guard fstat(fd.raw, &info) == 0 else { throw failure(key, "cannot stat \"\(path)\"", errno: errno) }
-        guard info.st_mode & S_IFMT == S_IFDIR else {
-            throw failure(key, "refusing \"\(path)\": it is not a directory")
-        }
-        guard info.st_uid == geteuid() else {
-            throw failure(key, "refusing the secret store directory \"\(path)\": it is owned by uid \(info.st_uid), not by this user (uid \(geteuid()))")
-        }
-        guard info.st_mode & 0o077 == 0 else {
-            throw failure(key, "refusing the secret store directory \"\(path)\": it is accessible by group or others (mode \(octal(info.st_mode))); run chmod 700 \"\(path)\"")
-        }
-    }
-
-    private static func octal(_ mode: mode_t) -> String {
-        let digits = String(mode & 0o7777, radix: 8)
-        return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
-    }
-
-    /// A `.storage` error with the system's reason; messages carry paths and reasons, never data.
-    private static func failure(_ key: String?, _ message: String, errno code: Int32? = nil) -> OAuthError {
-        guard let code else { return OAuthError(.storage, providerID: key, message: message) }
-        var buffer = [CChar](repeating: 0, count: 256)
-        let reason = strerror_r(code, &buffer, buffer.count) == 0
-            ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            : "errno \(code)"
-        return OAuthError(.storage, providerID: key, message: "\(message): \(reason)",
-                          underlying: POSIXErrorCode(rawValue: code).map { POSIXError($0) })
     }
 }

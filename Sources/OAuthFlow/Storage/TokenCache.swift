@@ -19,7 +19,7 @@ final class TokenCache: Sendable {
         var set: TokenSet
         /// `set.accessToken`, kept apart so the hot path copies only it.
         var token: Secret
-        /// Seconds since 1970 from which the set needs renewing (expiry minus the margin);
+        /// Seconds since 1970 from which the set needs renewing (``RenewalTiming``);
         /// `.infinity` when it never expires.
         var renewAt: Double
     }
@@ -111,19 +111,6 @@ final class TokenCache: Sendable {
     func removeAll() { for slot in slots.values { slot.store(nil) } }
 
     func entry(_ set: TokenSet) -> Entry {
-        Entry(set: set, token: set.accessToken, renewAt: Self.renewalTime(of: set, margin: refreshMargin))
-    }
-
-    /// Seconds since 1970 from which `set` needs renewing: expiry minus `margin`, the margin capped
-    /// at half the token's lifetime; `.infinity` without an expiry.
-    static func renewalTime(of set: TokenSet, margin: TimeInterval) -> Double {
-        guard let expiresAt = set.expiresAt else { return .infinity }
-        return expiresAt.timeIntervalSince1970 - effectiveMargin(of: set, margin: margin)
-    }
-
-    /// `margin`, capped at half the token's lifetime (a 60 s margin on a 90 s token would leave 30 s).
-    static func effectiveMargin(of set: TokenSet, margin: TimeInterval) -> TimeInterval {
-        guard let expiresAt = set.expiresAt else { return 0 }
-        return min(margin, max(expiresAt.timeIntervalSince(set.issuedAt) / 2, 0))
+        Entry(set: set, token: set.accessToken, renewAt: RenewalTiming.renewalTime(of: set, refreshMargin: refreshMargin))
     }
 }

@@ -22,6 +22,25 @@ extension TemporaryDirectory {
     }
 }
 
+extension TemporaryDirectory {
+    /// Writes a service-account key file (a Google-style JSON document around a fresh
+    /// openssl-made RSA key) for `email`, whose token endpoint is `tokenURI`; returns its path (mode 0600).
+    func serviceAccountFile(email: String, keyID: String = "k1", tokenURI: String) throws -> String {
+        let keyPath = url.appendingPathComponent("sa-\(UUID().uuidString).pem").path
+        let keygen = ChildProcess()
+        keygen.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        keygen.arguments = ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", keyPath]
+        try keygen.run()
+        keygen.waitUntilExit()
+        let account: [String: Any] = ["type": "service_account", "client_email": email, "private_key_id": keyID,
+                                      "private_key": try String(contentsOfFile: keyPath, encoding: .utf8), "token_uri": tokenURI]
+        let accountPath = url.appendingPathComponent("\(email.prefix { $0 != "@" }).json").path
+        try JSONSerialization.data(withJSONObject: account).write(to: URL(fileURLWithPath: accountPath))
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: accountPath)
+        return accountPath
+    }
+}
+
 /// A catalog entry as JSON text.
 func catalogEntry(
     id: String, base: String, device: Bool = true, browser: Bool = false, secret: String? = nil,

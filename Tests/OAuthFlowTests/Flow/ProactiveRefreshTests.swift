@@ -169,8 +169,8 @@ struct ProactiveRefreshTests {
         #expect(server.requests("/token").count == 2)
     }
 
-    @Test("tokens that cannot be renewed in the background get no timer", arguments: [
-        (3600.0, nil as String?), (59.0, "rt-1"),
+    @Test("tokens that cannot be renewed in the background get no timer: no refresh token, or born expired", arguments: [
+        (3600.0, nil as String?), (0.0, "rt-1"),
     ])
     func noTimer(lifetime: TimeInterval, refresh: String?) async throws {
         let flow = try await flow(lifetime: lifetime, refresh: refresh)
