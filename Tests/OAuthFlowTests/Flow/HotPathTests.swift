@@ -116,7 +116,7 @@ struct HotPathTests {
         _ = try await flow.clientCredentials(provider: "svc")
 
         let expected = "Basic " + Data("client+id%2F1:top+secret%3A1%2B%C3%BC".utf8).base64EncodedString()
-        #expect(ClientAuthentication.basicAuthorization(clientID: provider.clientID, secret: provider.clientSecret) == expected)
+        #expect(ClientAuthenticator.basicAuthorization(clientID: provider.clientID, secret: provider.clientSecret) == expected)
         #expect(mock.requests(.token).map { $0.header("Authorization") } == [expected, expected])
         #expect(mock.requests(.token).map { $0.basicCredentials?.secret } == ["top secret:1+ü", "top secret:1+ü"])
     }
