@@ -6,7 +6,7 @@ import Testing
 /// The client's authentication (Credentials/ClientAuthenticator.swift) is made once per provider
 /// and applied by its endpoint client to every request that authenticates the client.
 @Suite("Client authentication: one value per provider, applied to every authenticating request", .timeLimit(.minutes(1)))
-struct ClientAuthenticationTests {
+struct ClientAuthenticatorTests {
     @Test("each method is applied to device authorization, the token endpoint (poll, refresh), introspection and revocation",
           arguments: [Provider.ClientAuthentication.clientSecretBasic, .clientSecretPost, .none])
     func everyEndpoint(method: Provider.ClientAuthentication) async throws {
@@ -107,5 +107,20 @@ struct ClientAuthenticationTests {
             #expect(!text.contains("very-secret-value") && !text.contains(basic), "\(text)")
         }
         #expect(authentication.name == method.rawValue)
+    }
+
+    @Test("client_secret_basic: the value AuthFlow makes once per provider is the one made per request, on every fetch")
+    func basicCredentialsOnce() async throws {
+        let mock = MockProvider()
+        mock.script(.token, [.token(access: "at-1"), .token(access: "at-2")])
+        let provider = mock.provider(id: "svc", clientID: "client id/1", clientSecret: "top secret:1+ü")
+        let flow = try await AuthFlow(providers: [provider], transport: mock.transport())
+        _ = try await flow.clientCredentials(provider: "svc")
+        _ = try await flow.clientCredentials(provider: "svc")
+
+        let expected = "Basic " + Data("client+id%2F1:top+secret%3A1%2B%C3%BC".utf8).base64EncodedString()
+        #expect(ClientAuthenticator.basicAuthorization(clientID: provider.clientID, secret: provider.clientSecret) == expected)
+        #expect(mock.requests(.token).map { $0.header("Authorization") } == [expected, expected])
+        #expect(mock.requests(.token).map { $0.basicCredentials?.secret } == ["top secret:1+ü", "top secret:1+ü"])
     }
 }
