@@ -123,7 +123,8 @@ extension AuthFlow {
     /// the key the code exchange will prove, for a DPoP provider.
     /// - Throws: what ``TokenEndpoint/prover(previous:)`` throws.
     func addingDPoPThumbprint(_ parameters: [String: String], for provider: Provider) async throws(OAuthError) -> [String: String] {
-        guard let prover = try await tokenEndpoint(for: provider).prover() else { return parameters }
+        // Checked here too, so a provider without DPoP (most) looks up no endpoint for it.
+        guard provider.dpop != .off, let prover = try await tokenEndpoint(for: provider).prover() else { return parameters }
         var parameters = parameters
         parameters["dpop_jkt"] = prover.thumbprint
         return parameters
