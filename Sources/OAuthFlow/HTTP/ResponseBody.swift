@@ -65,7 +65,8 @@ extension EndpointClient {
             errorURI: object.value("error_uri")?.stringValue)
     }
 
-    /// Maps a §5.2 body to the error a caller acts on (STYLE: access_denied, expired_token, the rest).
+    /// Maps a §5.2 body to the error a caller acts on: `access_denied` is `.accessDenied`,
+    /// `expired_token` is `.expired`, any other `.serverRejected`.
     static func error(for response: ErrorResponse, provider: String, endpoint: OAuthError.Endpoint, status: Int?) -> OAuthError {
         let code: OAuthError.Code
         switch response.code {
