@@ -1,12 +1,56 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+public import FoundationEssentials
 #else
-import Foundation
+public import Foundation
 #endif
 
-// The authorization request's way to the server: in the browser's URL, signed (RFC 9101), or
-// pushed (RFC 9126).
+// The authorization request's way to the server — in the browser's URL, signed (RFC 9101), or
+// pushed (RFC 9126) — and the checks of the callback that comes back (RFC 9207). The code
+// exchange that follows is a grant like the others (Flow/GrantRunner.swift).
 extension AuthFlow {
+    /// Starts the authorization code grant with PKCE S256, `state`, and a `nonce` for `openid`.
+    ///
+    /// Send the user to the returned request's `url`, then call ``completeAuthorization(callbackURL:)``
+    /// with the redirect. Publishes `.authorizing`. See [RFC 6749 §4.1.1](https://www.rfc-editor.org/rfc/rfc6749#section-4.1.1)
+    /// and [RFC 7636 §4.3](https://www.rfc-editor.org/rfc/rfc7636#section-4.3).
+    /// - Parameters:
+    ///   - scopes: defaults to the provider's scopes.
+    ///   - parameters: extra query parameters (such as `login_hint`), over the provider's own.
+    ///   - usePKCE: keep `true`; only a confidential client may turn it off.
+    ///   - resources: RFC 8707 `resource` indicators, sent again with the code exchange;
+    ///     defaults to the provider's ``Provider/resources``.
+    ///
+    /// With the provider's `requestObject`, the parameters are signed with its client key into a
+    /// request object (RFC 9101) and the URL carries `client_id`, `response_type` and `scope` (which
+    /// OpenID Connect Core §6.1 wants outside the object too) and `request`. With
+    /// `pushedAuthorization`, or when discovery says `require_pushed_authorization_requests`, they
+    /// are first POSTed to the pushed authorization request endpoint with the client's
+    /// authentication (RFC 9126) and the URL carries only `client_id` and `request_uri`; the
+    /// answer's `expires_in` then bounds ``AuthorizationRequest/expiresAt``.
+    /// - Throws: ``OAuthError`` `.configuration` without an authorization URL or redirect URI, or
+    ///   without a pushed authorization request endpoint when pushing (catalog or discovery), or for an
+    ///   invalid resource;
+    ///   for a pushed request, `.serverRejected`, `.httpStatus`, `.invalidResponse` (a malformed
+    ///   `request_uri` or `expires_in`) and `.transport` from that endpoint.
+    public func authorizationRequest(
+        provider id: String, scopes: [String]? = nil, parameters: [String: String] = [:], usePKCE: Bool = true, resources: [URL]? = nil
+    ) async throws(OAuthError) -> AuthorizationRequest {
+        let now = options.now()
+        let provider = try resolve(id)
+        let request = try await reporting(id) { () async throws(OAuthError) in
+            // Plain, signed (RFC 9101) or pushed (RFC 9126): makeAuthorizationRequest below.
+            try await makeAuthorizationRequest(
+                provider, scopes: scopes ?? provider.scopes, parameters: try await addingDPoPThumbprint(parameters, for: provider),
+                usePKCE: usePKCE, resources: resources ?? provider.resources, now: now)
+        }
+        pending.removeAll { $0.expiresAt <= now }
+        if pending.count >= options.maximumPendingAuthorizations { pending.removeFirst(pending.count - options.maximumPendingAuthorizations + 1) }
+        pending.append(request)
+        logger.debug(provider, "authorization request built; scopes=\(request.scopes.joined(separator: " ")) pkce=\(usePKCE)")
+        publish(.authorizing(provider: id, grant: .authorizationCode))
+        return request
+    }
+
     /// A new authorization request for `provider`: its parameters made, then signed into a
     /// request object when the provider says `requestObject`, then pushed when it says
     /// `pushedAuthorization` or its metadata says `require_pushed_authorization_requests`. A DPoP
@@ -15,8 +59,9 @@ extension AuthFlow {
     func makeAuthorizationRequest(
         _ provider: Provider, scopes: [String], parameters: [String: String], usePKCE: Bool, resources: [URL], now: Date
     ) async throws(OAuthError) -> AuthorizationRequest {
+        let endpoint = tokenEndpoint(for: provider)
         let prepared = try AuthorizationCodeGrant.parameters(
-            provider: provider, authorizationURL: try await requiredEndpoint(.authorization, of: provider), scopes: scopes,
+            provider: provider, authorizationURL: try await discovery.requiredEndpoint(.authorization, endpoint.client), scopes: scopes,
             parameters: parameters, usePKCE: usePKCE, resources: resources)
         let lifetime = options.pendingAuthorizationLifetime
         let signed = provider.requestObject ? try await RequestObject.make(prepared.query, provider: provider, now: now) : nil
@@ -25,14 +70,13 @@ extension AuthFlow {
                 ?? prepared.query
             return try AuthorizationCodeGrant.request(prepared, providerID: provider.id, browserQuery: browserQuery, now: now, lifetime: lifetime)
         }
-        let url = try await requiredEndpoint(.pushedAuthorization, of: provider)
-        let client = client(for: provider)
+        let url = try await discovery.requiredEndpoint(.pushedAuthorization, endpoint.client)
         let fields = PushedAuthorization.fields(
-            prepared.query, requestObject: signed, clientID: provider.clientID, authentication: client.authentication)
+            prepared.query, requestObject: signed, clientID: provider.clientID, authenticator: endpoint.client.authenticator)
         // A DPoP provider proves its key on the push too (RFC 9449 §10.1): the key dpop_jkt named,
         // held in the client's slot since addingDPoPThumbprint made or found it.
-        let proof = try await dpopProver(for: provider)
-        let answer = try await PushedAuthorization.push(fields, to: url, client: client, proof: proof)
+        let proof = try await endpoint.prover()
+        let answer = try await PushedAuthorization.push(fields, to: url, client: endpoint.client, proof: proof)
         logger.debug(provider, "authorization request pushed; request_uri expires in \(answer.expiresIn) s; request object=\(signed != nil); "
             + "DPoP=\(proof != nil)")
         return try AuthorizationCodeGrant.request(
@@ -60,9 +104,9 @@ extension AuthFlow {
         if provider.pushedAuthorization { return true }
         guard let issuer = provider.issuer else { return false }
         if provider.authorizationURL == nil {
-            return try await discoveredMetadata(for: provider).requirePushedAuthorizationRequests
+            return try await discovery.metadata(client(for: provider)).requirePushedAuthorizationRequests
         }
-        return discoveryCache.fresh(issuer, now: options.now())?.0.requirePushedAuthorizationRequests ?? false
+        return discovery.cachedMetadata(issuer: issuer)?.requirePushedAuthorizationRequests ?? false
     }
 
     /// Refuses a callback for a pushed request whose `request_uri` has expired (RFC 9126 §2.2:
@@ -73,5 +117,49 @@ extension AuthFlow {
         throw OAuthError(.expired, providerID: request.providerID, endpoint: .pushedAuthorization,
                          message: "the pushed authorization request's request_uri expired at \(expiry) (its expires_in, RFC 9126 §2.2); "
                             + "start a new authorization request")
+    }
+
+    /// The authorization request's parameters with `dpop_jkt` (RFC 9449 §10), the thumbprint of
+    /// the key the code exchange will prove, for a DPoP provider.
+    /// - Throws: what ``TokenEndpoint/prover(previous:)`` throws.
+    func addingDPoPThumbprint(_ parameters: [String: String], for provider: Provider) async throws(OAuthError) -> [String: String] {
+        // Checked here too, so a provider without DPoP (most) looks up no endpoint for it.
+        guard provider.dpop != .off, let prover = try await tokenEndpoint(for: provider).prover() else { return parameters }
+        var parameters = parameters
+        parameters["dpop_jkt"] = prover.thumbprint
+        return parameters
+    }
+
+    /// RFC 9207 §2.4 for a callback of `provider`, before any code is exchanged.
+    ///
+    /// Only with a configured `issuer`: a callback's `iss` must equal it exactly. A callback without
+    /// `iss` that carries a code is refused when the server's metadata advertises
+    /// `authorization_response_iss_parameter_supported: true`; to know, the metadata is read
+    /// (cached, else fetched now). A server publishing no metadata at all (both well-known
+    /// documents answer 4xx) counts as not advertising. An error response without `iss` is
+    /// reported as its error: it carries no code to exchange.
+    /// - Throws: ``OAuthError`` `.invalidCallback`; what ``metadata(for:)`` throws otherwise (fail closed).
+    func checkCallbackIssuer(_ response: AuthorizationResponse, of provider: Provider) async throws(OAuthError) {
+        guard let issuer = provider.issuer else { return }
+        if let returned = response.issuer {
+            guard returned == issuer else {
+                throw OAuthError(.invalidCallback, providerID: provider.id, endpoint: .authorization,
+                                 message: "the callback's iss \"\(TokenRejection.printable(returned))\" is not the provider's issuer "
+                                    + "\"\(issuer)\" (RFC 9207 §2.4)")
+            }
+            return
+        }
+        guard response.code != nil, response.error == nil else { return }
+        let advertised: Bool
+        do {
+            advertised = try await discovery.metadata(client(for: provider)).authorizationResponseIssParameterSupported
+        } catch where error.code == .httpStatus && (400..<500).contains(error.httpStatus ?? 0) {
+            advertised = false
+        }
+        if advertised {
+            throw OAuthError(.invalidCallback, providerID: provider.id, endpoint: .authorization,
+                             message: "the callback has no iss, and \(issuer) advertises authorization_response_iss_parameter_supported "
+                                + "(RFC 9207 §2.4)")
+        }
     }
 }

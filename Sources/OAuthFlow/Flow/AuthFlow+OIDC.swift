@@ -4,8 +4,25 @@ public import FoundationEssentials
 public import Foundation
 #endif
 
-// Userinfo, introspection and RP-initiated logout: calls about a held authorization that store nothing.
+// Discovery, userinfo, introspection and RP-initiated logout: calls that store nothing.
 extension AuthFlow {
+    /// The metadata of `provider`'s issuer, from the cache while fresh, else fetched.
+    ///
+    /// Fetches `{issuer}/.well-known/openid-configuration` (OpenID Connect Discovery 1.0 §4), and
+    /// when that answers a 4xx status, `/.well-known/oauth-authorization-server` inserted before the
+    /// issuer's path (RFC 8414 §3.1). The document's `issuer` must equal the configured one exactly.
+    /// It is cached per issuer for its `Cache-Control: max-age` (24 hours without one; `no-store`
+    /// or `no-cache`: not reused); concurrent callers share one fetch, and a failed fetch is not
+    /// cached, so the next call tries again. The flow reads the same cache itself when a provider
+    /// leaves out an endpoint it needs; call this to read what the server supports. A failure is
+    /// published as `.error` for the provider, like every failing call.
+    /// - Throws: ``OAuthError`` `.configuration` when the provider has no `issuer`; `.transport`;
+    ///   `.httpStatus` when neither document exists; `.invalidResponse` for a malformed document or
+    ///   one whose issuer differs (the message names both).
+    public func metadata(for provider: Provider) async throws(OAuthError) -> ProviderMetadata {
+        do { return try await discovery.metadata(client(for: provider)) } catch { throw fail(provider.id, error) }
+    }
+
     /// Fetches the signed-in user's claims from the provider's userinfo endpoint.
     ///
     /// Sends `GET` with `Authorization: Bearer <access token>` (the scheme always written `Bearer`,
@@ -35,7 +52,7 @@ extension AuthFlow {
     public func userInfo(provider id: String) async throws(OAuthError) -> UserInfo {
         let provider = try resolve(id)
         let url = try await reporting(id) { () async throws(OAuthError) in
-            try await requiredEndpoint(.userinfo, of: provider, key: "userinfoURL")
+            try await discovery.requiredEndpoint(.userinfo, client(for: provider))
         }
         // Its failures are published by the renewal itself.
         let set = try await tokenSet(for: id)
@@ -65,7 +82,8 @@ extension AuthFlow {
     /// - Throws: ``OAuthError`` `.invalidResponse` carrying the ``TokenRejection`` reason; what
     ///   fetching the JWKS throws; `.configuration` without keys or issuer to check against.
     private func verifiedUserInfo(_ compact: String, of provider: Provider) async throws(OAuthError) -> UserInfo {
-        let allowed = try await allowedAlgorithms(for: provider)
+        let client = client(for: provider)
+        let allowed = try await discovery.allowedAlgorithms(client)
         let verified: VerifiedJWS
         do {
             let jws = try JWS(compact: compact)
@@ -73,7 +91,7 @@ extension AuthFlow {
                 // The client secret is the only HMAC key: no keys to fetch.
                 verified = try JWSVerifier.verify(jws, keys: JWKSet(keys: []), allowed: allowed, clientSecret: provider.clientSecret)
             } else {
-                verified = try await withSigningKeys(of: provider) { keys throws(OAuthError) in
+                verified = try await discovery.withSigningKeys(client) { keys throws(OAuthError) in
                     try JWSVerifier.verify(jws, keys: keys, allowed: allowed, clientSecret: provider.clientSecret)
                 }
             }
@@ -105,7 +123,7 @@ extension AuthFlow {
     public func endSessionURL(provider id: String, postLogoutRedirectURI: URL? = nil, state: Secret? = nil) async throws(OAuthError) -> URL {
         return try await reporting(id) { () async throws(OAuthError) -> URL in
             let provider = try self.provider(id)
-            let endpoint = try await requiredEndpoint(.endSession, of: provider)
+            let endpoint = try await discovery.requiredEndpoint(.endSession, client(for: provider))
             let held = tokens[id]
             let hint = held?.validatedIDToken == nil ? nil : held?.idToken
             let url = try EndSession.url(endpoint: endpoint, providerID: id, clientID: provider.clientID, idTokenHint: hint,
@@ -134,7 +152,8 @@ extension AuthFlow {
     public func introspect(provider id: String, token: TokenKind = .accessToken) async throws(OAuthError) -> TokenIntrospection {
         return try await reporting(id) { () async throws(OAuthError) -> TokenIntrospection in
             let provider = try self.provider(id)
-            let url = try await requiredEndpoint(.introspection, of: provider, key: "introspectionURL")
+            let client = client(for: provider)
+            let url = try await discovery.requiredEndpoint(.introspection, client)
             guard let set = tokens[id] else {
                 throw OAuthError(.reauthorizationRequired, providerID: id, message: "nothing is stored for \"\(id)\"; authorize first")
             }
@@ -148,18 +167,9 @@ extension AuthFlow {
                 }
                 value = refreshToken
             }
-            let answer = try await Introspection.introspect(value, kind: token, url: url, client: client(for: provider))
+            let answer = try await Introspection.introspect(value, kind: token, url: url, client: client)
             try CertificateBinding.check(answer, provider: provider)
             return answer
         }
-    }
-
-    /// The endpoint's URL, or `.configuration` naming the catalog key when the provider has none.
-    func requiredEndpoint(_ endpoint: OAuthError.Endpoint, of provider: Provider, key: String) async throws(OAuthError) -> URL {
-        guard let url = try await endpointURL(endpoint, of: provider) else {
-            throw OAuthError(.configuration, providerID: provider.id, endpoint: endpoint,
-                             message: "provider \"\(provider.id)\" has no \(key)")
-        }
-        return url
     }
 }

@@ -87,18 +87,18 @@ public actor AuthFlow {
     let logger: Logger
     private nonisolated let broadcaster = StateBroadcaster()
 
-    /// Discovered metadata by issuer, and JWKS by URL (OIDC/Discovery.swift, OIDC/JWKSCache.swift).
-    let discoveryCache = DocumentCache<ProviderMetadata>()
-    let jwksCache = DocumentCache<JWKSet>()
+    /// What providers publish (metadata, signing keys), fetched when needed and cached for all of
+    /// them (OIDC/Discovery.swift, OIDC/JWKSCache.swift).
+    nonisolated let discovery: Discovery
 
     /// Written only by the actor; read without a hop by the fresh-token fast path.
     nonisolated let tokens: TokenCache
-    /// Each provider's endpoint client, made once with its client authentication (providers never
-    /// change after `init`); see ``client(for:)``.
-    nonisolated let clients: [String: EndpointClient]
-    /// The same clients in a list, each holding its provider: with a few providers, a fetch finds
-    /// its provider and client by comparing ids rather than hashing one (as ``TokenCache`` does).
-    nonisolated let clientList: [EndpointClient]
+    /// Each provider's token endpoint, holding the provider's endpoint client (with its client
+    /// authentication), made once (providers never change after `init`); see ``tokenEndpoint(for:)``.
+    nonisolated let endpoints: [String: TokenEndpoint]
+    /// The same endpoints in a list: with a few providers, a fetch finds its provider and endpoint
+    /// by comparing ids rather than hashing one (as ``TokenCache`` does).
+    nonisolated let endpointList: [TokenEndpoint]
     private static let scanLimit = 8
     /// The background renewals of ``Options/proactiveRefresh``; cancelled when the flow goes away.
     nonisolated let proactiveTimers = ProactiveTimers()
@@ -131,9 +131,15 @@ public actor AuthFlow {
         }
         self.providers = byID
         let logger = Logger(sink: options.log)
-        self.clients = byID.mapValues { Self.makeClient(for: $0, transport: transport, options: options, logger: logger) }
-        self.clientList = Array(clients.values)
-        self.tokens = TokenCache(providers: byID.keys, refreshMargin: options.refreshMargin)
+        let tokens = TokenCache(providers: byID.keys, refreshMargin: options.refreshMargin)
+        let discovery = Discovery(now: options.now)
+        self.endpoints = byID.mapValues { provider in
+            TokenEndpoint(client: Self.makeClient(for: provider, transport: transport, options: options, logger: logger),
+                          discovery: discovery, tokens: tokens, options: options)
+        }
+        self.endpointList = Array(endpoints.values)
+        self.tokens = tokens
+        self.discovery = discovery
         self.store = store
         self.transport = transport
         self.options = options
@@ -193,7 +199,7 @@ public actor AuthFlow {
     /// The provider with `id`.
     /// - Throws: ``OAuthError`` `.configuration` when there is none.
     public nonisolated func provider(_ id: String) throws(OAuthError) -> Provider {
-        guard let provider = configuredClient(id)?.provider else {
+        guard let provider = configuredEndpoint(id)?.provider else {
             throw OAuthError(.configuration, providerID: id, message: "no provider \"\(id)\" is configured")
         }
         return provider
@@ -205,198 +211,30 @@ public actor AuthFlow {
     /// Every stored authorization, by provider id.
     public var authorizations: [String: Authorization] { tokens.all.mapValues(\.authorization) }
 
-    /// `provider`'s endpoint client: the one made in `init` for a configured provider; for another
+    /// `provider`'s token endpoint: the one made in `init` for a configured provider; for another
     /// provider value (``metadata(for:)`` takes any), one made now.
-    nonisolated func client(for provider: Provider) -> EndpointClient {
-        if let client = configuredClient(provider.id), client.provider == provider { return client }
-        return Self.makeClient(for: provider, transport: transport, options: options, logger: logger)
+    nonisolated func tokenEndpoint(for provider: Provider) -> TokenEndpoint {
+        if let endpoint = configuredEndpoint(provider.id), endpoint.provider == provider { return endpoint }
+        return TokenEndpoint(client: Self.makeClient(for: provider, transport: transport, options: options, logger: logger),
+                             discovery: discovery, tokens: tokens, options: options)
     }
 
-    /// The endpoint client of the configured provider `id` (`clients[id]`), found by comparing
+    /// `provider`'s endpoint client (its token endpoint's), for the other endpoints.
+    nonisolated func client(for provider: Provider) -> EndpointClient {
+        tokenEndpoint(for: provider).client
+    }
+
+    /// The token endpoint of the configured provider `id` (`endpoints[id]`), found by comparing
     /// ids when there are few providers.
-    nonisolated func configuredClient(_ id: String) -> EndpointClient? {
-        guard clientList.count <= Self.scanLimit else { return clients[id] }
-        for client in clientList where client.provider.id == id { return client }
+    nonisolated func configuredEndpoint(_ id: String) -> TokenEndpoint? {
+        guard endpointList.count <= Self.scanLimit else { return endpoints[id] }
+        for endpoint in endpointList where endpoint.provider.id == id { return endpoint }
         return nil
     }
 
     private static func makeClient(for provider: Provider, transport: any HTTPTransport, options: Options, logger: Logger) -> EndpointClient {
         EndpointClient(provider: provider, transport: provider.transport(sharing: transport), userAgent: options.userAgent, log: logger,
                        retry: Retrier(policy: options.retry, clock: options.clock, now: options.now, jitter: options.jitter),
-                       authentication: ClientAuthentication(provider))
-    }
-
-    // MARK: Authorization code + PKCE
-
-    /// Starts the authorization code grant with PKCE S256, `state`, and a `nonce` for `openid`.
-    ///
-    /// Send the user to the returned request's `url`, then call ``completeAuthorization(callbackURL:)``
-    /// with the redirect. Publishes `.authorizing`. See [RFC 6749 §4.1.1](https://www.rfc-editor.org/rfc/rfc6749#section-4.1.1)
-    /// and [RFC 7636 §4.3](https://www.rfc-editor.org/rfc/rfc7636#section-4.3).
-    /// - Parameters:
-    ///   - scopes: defaults to the provider's scopes.
-    ///   - parameters: extra query parameters (such as `login_hint`), over the provider's own.
-    ///   - usePKCE: keep `true`; only a confidential client may turn it off.
-    ///   - resources: RFC 8707 `resource` indicators, sent again with the code exchange;
-    ///     defaults to the provider's ``Provider/resources``.
-    ///
-    /// With the provider's `requestObject`, the parameters are signed with its client key into a
-    /// request object (RFC 9101) and the URL carries `client_id`, `response_type` and `scope` (which
-    /// OpenID Connect Core §6.1 wants outside the object too) and `request`. With
-    /// `pushedAuthorization`, or when discovery says `require_pushed_authorization_requests`, they
-    /// are first POSTed to the pushed authorization request endpoint with the client's
-    /// authentication (RFC 9126) and the URL carries only `client_id` and `request_uri`; the
-    /// answer's `expires_in` then bounds ``AuthorizationRequest/expiresAt``.
-    /// - Throws: ``OAuthError`` `.configuration` without an authorization URL or redirect URI, or
-    ///   without a pushed authorization request endpoint when pushing (catalog or discovery), or for an
-    ///   invalid resource;
-    ///   for a pushed request, `.serverRejected`, `.httpStatus`, `.invalidResponse` (a malformed
-    ///   `request_uri` or `expires_in`) and `.transport` from that endpoint.
-    public func authorizationRequest(
-        provider id: String, scopes: [String]? = nil, parameters: [String: String] = [:], usePKCE: Bool = true, resources: [URL]? = nil
-    ) async throws(OAuthError) -> AuthorizationRequest {
-        let now = options.now()
-        let provider = try resolve(id)
-        let request = try await reporting(id) { () async throws(OAuthError) in
-            // Flow/AuthFlow+AuthorizationRequest.swift: plain, signed (RFC 9101) or pushed (RFC 9126).
-            try await makeAuthorizationRequest(
-                provider, scopes: scopes ?? provider.scopes, parameters: try await addingDPoPThumbprint(parameters, for: provider),
-                usePKCE: usePKCE, resources: resources ?? provider.resources, now: now)
-        }
-        pending.removeAll { $0.expiresAt <= now }
-        if pending.count >= options.maximumPendingAuthorizations { pending.removeFirst(pending.count - options.maximumPendingAuthorizations + 1) }
-        pending.append(request)
-        logger.debug(provider, "authorization request built; scopes=\(request.scopes.joined(separator: " ")) pkce=\(usePKCE)")
-        publish(.authorizing(provider: id, grant: .authorizationCode))
-        return request
-    }
-
-    /// Completes a browser login from the redirect URL the user came back with.
-    ///
-    /// Checks `state` against the pending requests (exact, constant time, single use, unexpired),
-    /// `iss` against the provider's issuer (RFC 9207), then exchanges the code with the PKCE verifier,
-    /// stores the tokens and publishes `.requestingAccessToken` then `.authorized`.
-    /// See [RFC 6749 §4.1.2–4.1.4](https://www.rfc-editor.org/rfc/rfc6749#section-4.1.2).
-    /// - Throws: ``OAuthError`` `.stateMismatch`, `.invalidCallback`, `.accessDenied` (the user said no),
-    ///   `.serverRejected` (RFC 6749 §5.2, such as `invalid_grant` for an expired code), `.transport`, `.storage`;
-    ///   `.reauthorizationRequired` when the provider was logged out while the exchange was in flight
-    ///   (the tokens are discarded; see ``clear(provider:)``). A callback that names no pending
-    ///   request (unparseable, no state, or a state that matches none) is published as
-    ///   `.error(provider: nil, …)`: it is no provider's.
-    @discardableResult
-    public func completeAuthorization(callbackURL: URL) async throws(OAuthError) -> Authorization {
-        // Until the state names a request, a failure is no provider's: `.error(provider: nil, …)`.
-        let (response, request) = try await reporting(nil) { () throws(OAuthError) in
-            let response = try AuthorizationResponse(callbackURL: callbackURL)
-            guard let state = response.state else {
-                throw OAuthError(.stateMismatch, endpoint: .authorization, message: "the callback carries no state")
-            }
-            // Single use: the matching request leaves the pending list whatever happens next.
-            guard let index = pending.firstIndex(where: { $0.state.constantTimeEquals(state) }) else {
-                throw OAuthError(.stateMismatch, endpoint: .authorization,
-                                 message: "the callback's state matches no pending authorization request (reused, expired, or forged)")
-            }
-            return (response, pending.remove(at: index))
-        }
-        return try await complete(response, request: request)
-    }
-
-    /// Completes a browser login against a request you kept yourself (for example in a web session).
-    ///
-    /// The same checks as ``completeAuthorization(callbackURL:)``, with `request` as the only candidate.
-    /// Remove `request` from your session before calling: single use across instances is the session's job.
-    /// - Throws: the same as ``completeAuthorization(callbackURL:)``.
-    @discardableResult
-    public func completeAuthorization(callbackURL: URL, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
-        let response = try await reporting(request.providerID) { () throws(OAuthError) in
-            let response = try AuthorizationResponse(callbackURL: callbackURL)
-            guard let state = response.state, state.constantTimeEquals(request.state) else {
-                throw OAuthError(.stateMismatch, endpoint: .authorization, message: "the callback's state does not match the request")
-            }
-            return response
-        }
-        pending.removeAll { $0.state.constantTimeEquals(request.state) }
-        return try await complete(response, request: request)
-    }
-
-    /// After the callback named `request`: unexpired, then the code exchange through the runner.
-    private func complete(_ response: AuthorizationResponse, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
-        do { try checkRequestURIExpiry(of: request) } catch { throw fail(request.providerID, error) }
-        guard request.expiresAt > options.now() else {
-            throw fail(request.providerID, OAuthError(.stateMismatch, endpoint: .authorization, message: "the authorization request expired"))
-        }
-        return try await run(request.providerID) { provider throws(OAuthError) in
-            if !response.duplicates.isEmpty {
-                logger.warning(provider.id, "callback repeats parameters \(response.duplicates); the first value of each was used")
-            }
-            try await checkCallbackIssuer(response, of: provider)
-            if let error = response.error {
-                throw EndpointClient.error(for: error, provider: provider.id, endpoint: .authorization, status: nil)
-            }
-            guard let code = response.code else {
-                throw OAuthError(.invalidCallback, endpoint: .authorization, message: "the callback carries neither code nor error")
-            }
-            let requestedAt = request.requestedAt ?? request.expiresAt.addingTimeInterval(-options.pendingAuthorizationLifetime)
-            return AuthorizationCodeGrant.exchange(code: code, request: request, requestedAt: requestedAt)
-        }.authorization
-    }
-
-    // MARK: Device authorization
-
-    /// Requests a device code and user code (RFC 8628 §3.1).
-    ///
-    /// Show the returned code's `verificationURI` and `userCode`, then call ``pollDeviceAuthorization(_:)``.
-    /// Publishes `.requestingDeviceCode` then `.receivedDeviceCode`.
-    /// See [RFC 8628 §3.1](https://www.rfc-editor.org/rfc/rfc8628#section-3.1).
-    /// - Throws: ``OAuthError`` `.configuration` without a device endpoint; `.serverRejected` on a §5.2 error; `.transport`.
-    public func requestDeviceCode(provider id: String, scopes: [String]? = nil) async throws(OAuthError) -> DeviceCode {
-        let provider = try resolve(id)
-        publish(.requestingDeviceCode(provider: id))
-        let code = try await reporting(id) { () async throws(OAuthError) in
-            try await DeviceAuthorizationGrant.requestCode(
-                scopes: scopes ?? provider.scopes, client: client(for: provider),
-                url: try await requiredEndpoint(.deviceAuthorization, of: provider), now: options.now())
-        }
-        publish(.receivedDeviceCode(provider: id, code))
-        return code
-    }
-
-    /// Polls until the user approves, denies, or the code expires; stores the tokens (RFC 8628 §3.4–3.5).
-    ///
-    /// Waits `interval` seconds between polls; `slow_down` adds 5 s for the rest of the flow and
-    /// republishes `.receivedDeviceCode` with the new interval. Cancel the task to stop promptly.
-    /// Publishes `.authorized` or `.error`.
-    /// - Throws: ``OAuthError`` `.accessDenied`, `.expired`, `.cancelled`, `.serverRejected`, `.transport`, `.storage`;
-    ///   `.reauthorizationRequired` when the provider was logged out while polling (see ``clear(provider:)``).
-    @discardableResult
-    public func pollDeviceAuthorization(_ code: DeviceCode) async throws(OAuthError) -> Authorization {
-        try await run(code.providerID) { _ in DeviceAuthorizationGrant.request(polling: code) }.authorization
-    }
-
-    /// Runs the whole device flow: request a code, publish it, poll, store.
-    ///
-    /// Subscribers see `.requestingDeviceCode`, `.receivedDeviceCode` (show it), then `.authorized`.
-    /// - Throws: what ``requestDeviceCode(provider:scopes:)`` and ``pollDeviceAuthorization(_:)`` throw.
-    @discardableResult
-    public func authorizeWithDeviceCode(provider: String, scopes: [String]? = nil) async throws(OAuthError) -> Authorization {
-        let code = try await requestDeviceCode(provider: provider, scopes: scopes)
-        return try await pollDeviceAuthorization(code)
-    }
-
-    // MARK: Client credentials
-
-    /// Gets a token for the client itself with its credentials (RFC 6749 §4.4); `resources` are
-    /// RFC 8707 `resource` indicators (default: the provider's ``Provider/resources``).
-    ///
-    /// Publishes `.requestingAccessToken` then `.authorized`. ``accessToken(for:)`` runs it again by
-    /// itself when the token expires. See [RFC 6749 §4.4](https://www.rfc-editor.org/rfc/rfc6749#section-4.4).
-    /// - Throws: ``OAuthError`` `.configuration` without a secret; `.serverRejected` (`invalid_client` for bad credentials); `.transport`;
-    ///   `.reauthorizationRequired` when the provider was logged out while the request was in flight (see ``clear(provider:)``).
-    @discardableResult
-    public func clientCredentials(provider id: String, scopes: [String]? = nil, resources: [URL]? = nil) async throws(OAuthError) -> Authorization {
-        try await run(id) { provider throws(OAuthError) in
-            try ClientCredentialsGrant.request(provider, scopes: scopes ?? provider.scopes, resources: resources ?? provider.resources)
-        }
-            .authorization
+                       authenticator: ClientAuthenticator(provider))
     }
 }

@@ -1,17 +1,222 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+public import FoundationEssentials
 #else
-import Foundation
+public import Foundation
 #endif
 
-/// The grant runner: every grant, once (STYLE.md §11).
-///
-///     resolve the provider → logout ticket → the grant's request (Grants/) → publish
-///     → token endpoint → exchange (the provider's EndpointClient: client authentication)
-///     → validate (the ID token) → commit (store) → publish `.authorized`
-///
-/// and on any failure: publish `.error`, rethrow. A public grant method only says which grant.
+// The public grant methods, and the runner every one of them goes through:
+//
+//     resolve the provider → logout ticket → the grant's request (Grants/) → publish
+//     → the exchange (Flow/TokenEndpoint.swift: endpoint, client authentication, DPoP proof,
+//       post with retries, response, ID token and certificate-binding checks)
+//     → commit (store, under the store's lock) → cache → publish `.authorized`
+//
+// and on any failure: publish `.error`, rethrow. A public grant method only says which grant.
 extension AuthFlow {
+    // MARK: Client credentials
+
+    /// Gets a token for the client itself with its credentials (RFC 6749 §4.4); `resources` are
+    /// RFC 8707 `resource` indicators (default: the provider's ``Provider/resources``).
+    ///
+    /// Publishes `.requestingAccessToken` then `.authorized`. ``accessToken(for:)`` runs it again by
+    /// itself when the token expires. See [RFC 6749 §4.4](https://www.rfc-editor.org/rfc/rfc6749#section-4.4).
+    /// - Throws: ``OAuthError`` `.configuration` without a secret; `.serverRejected` (`invalid_client` for bad credentials); `.transport`;
+    ///   `.reauthorizationRequired` when the provider was logged out while the request was in flight (see ``clear(provider:)``).
+    @discardableResult
+    public func clientCredentials(provider id: String, scopes: [String]? = nil, resources: [URL]? = nil) async throws(OAuthError) -> Authorization {
+        try await run(id) { provider throws(OAuthError) in
+            try ClientCredentialsGrant.request(provider, scopes: scopes ?? provider.scopes, resources: resources ?? provider.resources)
+        }
+            .authorization
+    }
+
+    // MARK: JWT bearer and token exchange
+
+    /// Gets a token with the JWT-bearer grant (RFC 7523 §2.1), signed with the provider's
+    /// service-account key or, for catalog `grant: "jwt-bearer"`, its client key.
+    ///
+    /// Signs a fresh assertion (for a service account: RS256, `kid` = `private_key_id`, `iss` =
+    /// `client_email`; with a client key: its algorithm, `kid` = `clientKeyID`, `iss` = the client
+    /// id; both: `aud` = the token endpoint, `scope`, `sub` = ``Provider/serviceAccountSubject``
+    /// when set, valid one hour) and exchanges it. No refresh token is issued:
+    /// ``accessToken(for:)`` runs this again by itself when the token is due, single-flight like
+    /// client credentials. Publishes `.requestingAccessToken` then `.authorized`. See
+    /// [RFC 7523 §2.1](https://www.rfc-editor.org/rfc/rfc7523#section-2.1).
+    /// - Parameters:
+    ///   - scopes: defaults to the provider's scopes.
+    ///   - resources: `resource` indicators (RFC 8707); defaults to the provider's ``Provider/resources``.
+    /// - Throws: ``OAuthError`` `.configuration` without a key; `.serverRejected`
+    ///   (`invalid_grant` for an assertion the server refuses); `.transport`.
+    @discardableResult
+    public func jwtBearer(provider id: String, scopes: [String]? = nil, resources: [URL]? = nil) async throws(OAuthError) -> Authorization {
+        try await run(id) { provider throws(OAuthError) in
+            try await JWTBearerGrant.request(
+                provider, tokenURL: try await discovery.requiredEndpoint(.token, client(for: provider)), scopes: scopes ?? provider.scopes,
+                subject: provider.serviceAccountSubject,
+                resources: resources ?? provider.resources, now: options.now())
+        }.authorization
+    }
+
+    /// Exchanges a subject token (and optionally an actor token) for a token of this provider:
+    /// workload identity federation, delegation and impersonation (RFC 8693).
+    ///
+    /// Sends `grant_type=urn:ietf:params:oauth:grant-type:token-exchange` with the tokens, each
+    /// `audience`, each `resource` (RFC 8707), `scope` and `requested_token_type` given, through the
+    /// provider's client authentication. The result is stored and published like any grant's; its
+    /// ``Authorization/issuedTokenType`` says what was issued (``TokenType``). A response whose
+    /// `token_type` is `N_A` is accepted only when the issued token is not an access token
+    /// (§2.2.1). No person is needed: a provider whose catalog entry has `subjectTokenFile` is
+    /// exchanged again by ``accessToken(for:)`` whenever its token is due. See
+    /// [RFC 8693 §2](https://www.rfc-editor.org/rfc/rfc8693#section-2).
+    /// - Parameters:
+    ///   - subjectToken: the token that says who the request is for (a Kubernetes or CI JWT, or
+    ///     another provider's access token). Never logged.
+    ///   - subjectTokenType: defaults to the provider's ``Provider/TokenExchange/subjectTokenType``, else ``TokenType/jwt``.
+    ///   - actorToken: the token of the party acting for the subject (delegation); needs `actorTokenType`.
+    ///   - audience: defaults to the provider's ``Provider/TokenExchange/audience``.
+    ///   - resources: defaults to the provider's ``Provider/resources``.
+    ///   - scopes: defaults to the provider's scopes.
+    ///   - requestedTokenType: defaults to the provider's ``Provider/TokenExchange/requestedTokenType`` (none: the server chooses).
+    /// - Throws: ``OAuthError`` `.configuration` for a type that is not an absolute URI or an actor
+    ///   token without its type; `.serverRejected` (`invalid_request`, `invalid_target` for an
+    ///   audience or resource the server refuses, `invalid_client`); `.invalidResponse` for `N_A`
+    ///   with an access token; `.transport`; `.reauthorizationRequired` when the provider was
+    ///   logged out while the request was in flight.
+    @discardableResult
+    public func exchangeToken(
+        provider id: String, subjectToken: Secret, subjectTokenType: String? = nil, actorToken: Secret? = nil,
+        actorTokenType: String? = nil, audience: [String]? = nil, resources: [URL]? = nil, scopes: [String]? = nil,
+        requestedTokenType: String? = nil
+    ) async throws(OAuthError) -> Authorization {
+        try await run(id) { provider throws(OAuthError) in
+            let configured = provider.tokenExchange
+            return try TokenExchangeGrant.request(
+                TokenExchangeGrant.Parameters(
+                    subjectToken: subjectToken, subjectTokenType: subjectTokenType ?? configured?.subjectTokenType ?? TokenType.jwt,
+                    actorToken: actorToken, actorTokenType: actorTokenType, audience: audience ?? configured?.audience ?? [],
+                    resources: resources ?? provider.resources, scopes: scopes ?? provider.scopes,
+                    requestedTokenType: requestedTokenType ?? configured?.requestedTokenType),
+                provider: provider)
+        }.authorization
+    }
+
+    // MARK: Device authorization
+
+    /// Requests a device code and user code (RFC 8628 §3.1).
+    ///
+    /// Show the returned code's `verificationURI` and `userCode`, then call ``pollDeviceAuthorization(_:)``.
+    /// Publishes `.requestingDeviceCode` then `.receivedDeviceCode`.
+    /// See [RFC 8628 §3.1](https://www.rfc-editor.org/rfc/rfc8628#section-3.1).
+    /// - Throws: ``OAuthError`` `.configuration` without a device endpoint; `.serverRejected` on a §5.2 error; `.transport`.
+    public func requestDeviceCode(provider id: String, scopes: [String]? = nil) async throws(OAuthError) -> DeviceCode {
+        let provider = try resolve(id)
+        publish(.requestingDeviceCode(provider: id))
+        let code = try await reporting(id) { () async throws(OAuthError) in
+            let client = client(for: provider)
+            return try await DeviceAuthorizationGrant.requestCode(
+                scopes: scopes ?? provider.scopes, client: client,
+                url: try await discovery.requiredEndpoint(.deviceAuthorization, client), now: options.now())
+        }
+        publish(.receivedDeviceCode(provider: id, code))
+        return code
+    }
+
+    /// Polls until the user approves, denies, or the code expires; stores the tokens (RFC 8628 §3.4–3.5).
+    ///
+    /// Waits `interval` seconds between polls; `slow_down` adds 5 s for the rest of the flow and
+    /// republishes `.receivedDeviceCode` with the new interval. Cancel the task to stop promptly.
+    /// Publishes `.authorized` or `.error`.
+    /// - Throws: ``OAuthError`` `.accessDenied`, `.expired`, `.cancelled`, `.serverRejected`, `.transport`, `.storage`;
+    ///   `.reauthorizationRequired` when the provider was logged out while polling (see ``clear(provider:)``).
+    @discardableResult
+    public func pollDeviceAuthorization(_ code: DeviceCode) async throws(OAuthError) -> Authorization {
+        try await run(code.providerID) { _ in DeviceAuthorizationGrant.request(polling: code) }.authorization
+    }
+
+    /// Runs the whole device flow: request a code, publish it, poll, store.
+    ///
+    /// Subscribers see `.requestingDeviceCode`, `.receivedDeviceCode` (show it), then `.authorized`.
+    /// - Throws: what ``requestDeviceCode(provider:scopes:)`` and ``pollDeviceAuthorization(_:)`` throw.
+    @discardableResult
+    public func authorizeWithDeviceCode(provider: String, scopes: [String]? = nil) async throws(OAuthError) -> Authorization {
+        let code = try await requestDeviceCode(provider: provider, scopes: scopes)
+        return try await pollDeviceAuthorization(code)
+    }
+
+    // MARK: Authorization code (the callback; the request is in Flow/AuthFlow+AuthorizationRequest.swift)
+
+    /// Completes a browser login from the redirect URL the user came back with.
+    ///
+    /// Checks `state` against the pending requests (exact, constant time, single use, unexpired),
+    /// `iss` against the provider's issuer (RFC 9207), then exchanges the code with the PKCE verifier,
+    /// stores the tokens and publishes `.requestingAccessToken` then `.authorized`.
+    /// See [RFC 6749 §4.1.2–4.1.4](https://www.rfc-editor.org/rfc/rfc6749#section-4.1.2).
+    /// - Throws: ``OAuthError`` `.stateMismatch`, `.invalidCallback`, `.accessDenied` (the user said no),
+    ///   `.serverRejected` (RFC 6749 §5.2, such as `invalid_grant` for an expired code), `.transport`, `.storage`;
+    ///   `.reauthorizationRequired` when the provider was logged out while the exchange was in flight
+    ///   (the tokens are discarded; see ``clear(provider:)``). A callback that names no pending
+    ///   request (unparseable, no state, or a state that matches none) is published as
+    ///   `.error(provider: nil, …)`: it is no provider's.
+    @discardableResult
+    public func completeAuthorization(callbackURL: URL) async throws(OAuthError) -> Authorization {
+        // Until the state names a request, a failure is no provider's: `.error(provider: nil, …)`.
+        let (response, request) = try await reporting(nil) { () throws(OAuthError) in
+            let response = try AuthorizationResponse(callbackURL: callbackURL)
+            guard let state = response.state else {
+                throw OAuthError(.stateMismatch, endpoint: .authorization, message: "the callback carries no state")
+            }
+            // Single use: the matching request leaves the pending list whatever happens next.
+            guard let index = pending.firstIndex(where: { $0.state.constantTimeEquals(state) }) else {
+                throw OAuthError(.stateMismatch, endpoint: .authorization,
+                                 message: "the callback's state matches no pending authorization request (reused, expired, or forged)")
+            }
+            return (response, pending.remove(at: index))
+        }
+        return try await complete(response, request: request)
+    }
+
+    /// Completes a browser login against a request you kept yourself (for example in a web session).
+    ///
+    /// The same checks as ``completeAuthorization(callbackURL:)``, with `request` as the only candidate.
+    /// Remove `request` from your session before calling: single use across instances is the session's job.
+    /// - Throws: the same as ``completeAuthorization(callbackURL:)``.
+    @discardableResult
+    public func completeAuthorization(callbackURL: URL, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
+        let response = try await reporting(request.providerID) { () throws(OAuthError) in
+            let response = try AuthorizationResponse(callbackURL: callbackURL)
+            guard let state = response.state, state.constantTimeEquals(request.state) else {
+                throw OAuthError(.stateMismatch, endpoint: .authorization, message: "the callback's state does not match the request")
+            }
+            return response
+        }
+        pending.removeAll { $0.state.constantTimeEquals(request.state) }
+        return try await complete(response, request: request)
+    }
+
+    /// After the callback named `request`: unexpired, then the code exchange through the runner.
+    private func complete(_ response: AuthorizationResponse, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
+        do { try checkRequestURIExpiry(of: request) } catch { throw fail(request.providerID, error) }
+        guard request.expiresAt > options.now() else {
+            throw fail(request.providerID, OAuthError(.stateMismatch, endpoint: .authorization, message: "the authorization request expired"))
+        }
+        return try await run(request.providerID) { provider throws(OAuthError) in
+            if !response.duplicates.isEmpty {
+                logger.warning(provider.id, "callback repeats parameters \(response.duplicates); the first value of each was used")
+            }
+            try await checkCallbackIssuer(response, of: provider)
+            if let error = response.error {
+                throw EndpointClient.error(for: error, provider: provider.id, endpoint: .authorization, status: nil)
+            }
+            guard let code = response.code else {
+                throw OAuthError(.invalidCallback, endpoint: .authorization, message: "the callback carries neither code nor error")
+            }
+            let requestedAt = request.requestedAt ?? request.expiresAt.addingTimeInterval(-options.pendingAuthorizationLifetime)
+            return AuthorizationCodeGrant.exchange(code: code, request: request, requestedAt: requestedAt)
+        }.authorization
+    }
+
+    // MARK: The runner
+
     /// Runs the grant `make` builds for provider `id`, from a public entry point.
     ///
     /// Resolves the provider and takes the logout ticket (both before anything is sent), then
@@ -25,57 +230,36 @@ extension AuthFlow {
     }
 
     /// The steps every grant shares, after the ticket: the grant's request (`make`; its failure
-    /// publishes `.error` before anything else), `.requestingAccessToken`, the token endpoint,
-    /// the exchange through the provider's ``EndpointClient``, then ``finish(_:_:for:ticket:locked:)``.
+    /// publishes `.error` before anything else), `.requestingAccessToken`, the exchange
+    /// (``TokenEndpoint/exchange(_:onSlowDown:)``: endpoint, client authentication, DPoP proof,
+    /// post, response, ID token and certificate-binding checks), then ``commit(_:ticket:locked:what:)``.
+    /// A failure publishes `.error` and is rethrown.
     /// - Parameter locked: true when the caller already holds the store's lock on the provider (a renewal).
     func run(
         _ provider: Provider, ticket: LogoutLedger.Ticket, locked: Bool, _ make: (Provider) async throws(OAuthError) -> GrantRequest
     ) async throws(OAuthError) -> TokenSet {
         let grant: GrantRequest
         do { grant = try await make(provider) } catch { throw fail(provider.id, error) }
-        if grant.announces { publish(.requestingAccessToken(provider: provider.id)) }
-        let response: TokenResponse
-        let proof: DPoPProver?
-        do {
-            // Checked here too, so a provider without DPoP (most) makes no async call for it.
-            proof = provider.dpop == .off ? nil : try await dpopProver(for: provider, previous: grant.previous)
-            response = try await exchange(grant, for: provider, proof: proof)
-        } catch {
-            guard let previous = grant.previous else { throw fail(provider.id, error) }
-            if error.code == .reauthorizationRequired { await markRejected(previous, ticket: ticket) }
-            throw fail(provider.id, error, since: ticket)
-        }
-        if grant.isRefresh { logger.info(provider.id, "refreshed; refresh token \(response.refreshToken == nil ? "kept" : "rotated")") }
-        return try await finish(grant, response, for: provider, dpopKey: proof?.generatedKey, ticket: ticket, locked: locked)
-    }
-
-    /// The exchange: the token endpoint (the catalog's, else discovered), then the grant's
-    /// request through the provider's client, which adds the client's authentication.
-    /// With `proof`, every request carries a DPoP proof (RFC 9449 §5).
-    private func exchange(_ grant: GrantRequest, for provider: Provider, proof: DPoPProver?) async throws(OAuthError) -> TokenResponse {
-        // The catalog's token endpoint, when it has one, without the async call that would also
-        // look for a discovered one (requiredEndpoint's first step is the same lookup).
-        let url: URL
-        if let configured = Self.configuredURL(.token, of: provider) {
-            url = configured
-        } else {
-            url = try await requiredEndpoint(.token, of: provider)
-        }
-        let client = client(for: provider)   // looked up once: the check and the request use it
-        // Only a client that signs assertions has an algorithm to check (the check's own first test).
-        if case .assertion = client.authentication { try await checkClientAssertionAlgorithm(for: provider, client: client) }
-        do {
-            switch grant.exchange {
-            case .post(let fields, let scope):
-                return try await client.requestToken(fields, url: url, retrying: scope, proof: proof)
-            case .devicePoll(let code):
-                return try await DeviceAuthorizationGrant.poll(
-                    code, client: client, tokenURL: url, proof: proof, clock: options.clock, now: options.now,
-                    onSlowDown: { [weak self] raised in await self?.publishSlowDown(raised) })
+        if !grant.isDevicePoll { publish(.requestingAccessToken(provider: provider.id)) }
+        let set: TokenSet
+        do throws(TokenEndpoint.Failure) {
+            var onSlowDown: (@Sendable (DeviceCode) async -> Void)?
+            if grant.isDevicePoll {
+                onSlowDown = { [weak self] raised in await self?.publishSlowDown(raised) }
             }
+            set = try await tokenEndpoint(for: provider).exchange(grant, onSlowDown: onSlowDown)
         } catch {
-            throw grant.read(error)
+            switch error {
+            case .request(let error):
+                guard let previous = grant.previous else { throw fail(provider.id, error) }
+                if error.code == .reauthorizationRequired { await markRejected(previous, ticket: ticket) }
+                throw fail(provider.id, error, since: ticket)
+            case .checks(let error):
+                throw fail(provider.id, error, since: ticket)
+            }
         }
+        do { try await commit(set, ticket: ticket, locked: locked, what: grant.name) } catch { throw fail(provider.id, error, since: ticket) }
+        return set
     }
 
     private func publishSlowDown(_ code: DeviceCode) {
@@ -89,43 +273,6 @@ extension AuthFlow {
         var marked = previous
         marked.needsReauthorization = true
         do { try await save(marked) } catch { logger.warning(previous.providerID, "could not mark the authorization: \(error)") }
-    }
-
-    /// Everything after the exchange: the validation step turns the token response into the set
-    /// to keep (nothing is stored when it throws), then the set is committed (stored and
-    /// `.authorized` published, unless a logout began after the call did; see
-    /// ``commit(_:ticket:locked:what:)``). A failure publishes `.error` and is rethrown.
-    private func finish(
-        _ grant: GrantRequest, _ response: TokenResponse, for provider: Provider, dpopKey: DPoPKey?, ticket: LogoutLedger.Ticket, locked: Bool
-    ) async throws(OAuthError) -> TokenSet {
-        do {
-            var set = try await validate(response, of: grant, for: provider)
-            // The DPoP key the flow made is kept with the tokens it binds (RFC 9449; sealed with them).
-            set.dpopKey = dpopKey
-            try await commit(set, ticket: ticket, locked: locked, what: grant.name)
-            return set
-        } catch {
-            throw fail(provider.id, error, since: ticket)
-        }
-    }
-
-    /// The validation step between exchange and storing: the ID token (OIDC/, Flow/IDTokenStep.swift),
-    /// and a certificate-bound access token's `cnf` (Credentials/CertificateBinding.swift).
-    private func validate(_ response: TokenResponse, of grant: GrantRequest, for provider: Provider) async throws(OAuthError) -> TokenSet {
-        let now = options.now()
-        // Without an id_token only an authorization code answer can be refused for it (the step's own
-        // rule), so the other grants skip the async call.
-        let idToken = response.idToken == nil && grant.grant != .authorizationCode
-            ? nil : try await verifiedIDToken(response, of: grant, for: provider, now: now)
-        try CertificateBinding.check(accessToken: response.accessToken, provider: provider)   // RFC 8705 §3, mutual TLS only
-        var set: TokenSet
-        if let previous = grant.previous {
-            set = RefreshTokenGrant.merge(response, into: previous, now: now)
-        } else {
-            set = TokenSet(response, providerID: provider.id, requestedScopes: grant.requestedScopes, grant: grant.grant, now: now)
-        }
-        Self.keepOnlyValidated(idToken, of: response, grant, in: &set)
-        return set
     }
 
     /// The configured provider `id`; an unknown one is published as `.error`.
@@ -149,10 +296,7 @@ extension AuthFlow {
     }
 
     /// Stores `set` under the store's lock on its provider (taken here unless `locked`), unless the
-    /// result is stale: a logout began after the call did (checked before and after the save; a
-    /// save it overtook is deleted again), or the entry that existed when the call began was
-    /// deleted by another process since. A stale result throws `.reauthorizationRequired` and
-    /// nothing of it stays stored.
+    /// result is stale (``storeLocked(_:ticket:what:)``), then caches it and publishes `.authorized`.
     ///
     /// The set is cached and `.authorized` published only once the lock is released, so only once
     /// the store has made the save durable (a fleet store commits its transaction then): no caller
@@ -160,12 +304,18 @@ extension AuthFlow {
     /// Unless `locked`, that happens here (``adopt(_:ticket:what:)``); a caller that holds the lock
     /// adopts the set itself after releasing it.
     func commit(_ set: TokenSet, ticket: LogoutLedger.Ticket, locked: Bool, what: String) async throws(OAuthError) {
-        guard locked else {
-            try await store.withExclusiveAccess(to: set.providerID) { () async throws(OAuthError) in
-                try await self.commit(set, ticket: ticket, locked: true, what: what)
-            }
-            return try adopt(set, ticket: ticket, what: what)
+        if locked { return try await storeLocked(set, ticket: ticket, what: what) }
+        try await store.withExclusiveAccess(to: set.providerID) { () async throws(OAuthError) in
+            try await self.storeLocked(set, ticket: ticket, what: what)
         }
+        try adopt(set, ticket: ticket, what: what)
+    }
+
+    /// Under the store's lock: saves `set`, unless the result is stale: a logout began after the
+    /// call did (checked before and after the save; a save it overtook is deleted again), or the
+    /// entry that existed when the call began was deleted by another process since. A stale
+    /// result throws `.reauthorizationRequired` and nothing of it stays stored.
+    private func storeLocked(_ set: TokenSet, ticket: LogoutLedger.Ticket, what: String) async throws(OAuthError) {
         let id = set.providerID
         guard ledger.isCurrent(ticket, id) else { throw discard(set, what) }
         if ticket.storedAtStart {

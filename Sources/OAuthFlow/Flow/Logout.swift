@@ -47,7 +47,7 @@ extension AuthFlow {
     @discardableResult
     public func revoke(provider id: String) async throws(OAuthError) -> RevocationResult {
         let provider = try resolve(id)
-        let url = try await reporting(id) { () async throws(OAuthError) in try await endpointURL(.revocation, of: provider) }
+        let url = try await reporting(id) { () async throws(OAuthError) in try await discovery.endpointURL(.revocation, client(for: provider)) }
         let generation = beginLogout(id)
         return try await reporting(id) { () async throws(OAuthError) -> RevocationResult in
             try await store.withExclusiveAccess(to: id) { () async throws(OAuthError) -> RevocationResult in
@@ -125,7 +125,7 @@ extension AuthFlow {
         pending.removeAll { $0.providerID == id }
         refreshes[id]?.task.cancel()
         proactiveTimers.cancel(id)
-        clients[id]?.dpopKeySlot.forget()   // a logout forgets the DPoP key too
+        endpoints[id]?.client.dpopKeySlot.forget()   // a logout forgets the DPoP key too
         return generation
     }
 

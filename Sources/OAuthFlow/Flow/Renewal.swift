@@ -5,8 +5,8 @@ import Foundation
 #endif
 
 // Tokens on demand and their renewal: one renewal per provider at a time (single flight), under
-// the store's lock, re-reading first; a refresh or a client-credentials re-fetch goes through the
-// grant runner (Flow/GrantRunner.swift).
+// the store's lock, re-reading first; a refresh, or a re-run of a grant that needs no person,
+// goes through the grant runner (Flow/GrantRunner.swift).
 extension AuthFlow {
     /// A valid access token for `provider`: from memory while valid, else refreshed once for everyone.
     ///
@@ -132,7 +132,7 @@ extension AuthFlow {
         guard let current = stored else {
             tokens[provider.id] = nil
             let serviceOnly: Bool
-            do { serviceOnly = try await isServiceOnly(provider) } catch { throw fail(provider.id, error, since: ticket) }
+            do { serviceOnly = try await discovery.isServiceOnly(client(for: provider)) } catch { throw fail(provider.id, error, since: ticket) }
             if serviceOnly {
                 // A service-only provider: client credentials need no user, so fetch on demand.
                 let scopes = previous?.scopes ?? provider.scopes
@@ -162,5 +162,41 @@ extension AuthFlow {
     private func renewedElsewhere(_ stored: TokenSet, since previous: TokenSet?) -> Bool {
         guard let previous else { return true }
         return !stored.accessToken.constantTimeEquals(previous.accessToken)
+    }
+
+    /// The grant ``accessToken(for:)`` runs by itself for `provider` now, with no person: its
+    /// ``Provider/serviceGrant`` when nothing is stored or the stored set came from that grant;
+    /// nil otherwise (then a refresh, or the client-credentials check by endpoints, decides).
+    func onDemandGrant(_ provider: Provider, stored: TokenSet?) -> GrantType? {
+        guard let grant = provider.serviceGrant else { return nil }
+        guard let stored else { return grant }
+        return stored.grant == grant ? grant : nil
+    }
+
+    /// The request of `grant` (one that needs no person) for `provider`, built now: a fresh
+    /// JWT-bearer assertion, or the subject token read again from its file.
+    /// - Throws: ``OAuthError`` `.configuration` (a missing or empty subject token file, named);
+    ///   `.crypto` when signing fails.
+    func onDemandRequest(_ grant: GrantType, _ provider: Provider, scopes: [String]) async throws(OAuthError) -> GrantRequest {
+        switch grant {
+        case .jwtBearer:
+            return try await JWTBearerGrant.request(
+                provider, tokenURL: try await discovery.requiredEndpoint(.token, client(for: provider)), scopes: scopes,
+                subject: provider.serviceAccountSubject, resources: provider.resources, now: options.now())
+        case .tokenExchange:
+            guard let settings = provider.tokenExchange else {
+                throw OAuthError(.configuration, providerID: provider.id,
+                                 message: "\"\(provider.id)\" has no subjectTokenFile to exchange; call exchangeToken(provider:subjectToken:…) instead")
+            }
+            let subjectToken = try SubjectTokenFile.read(settings.subjectTokenFile, providerID: provider.id)
+            return try TokenExchangeGrant.request(
+                TokenExchangeGrant.Parameters(
+                    subjectToken: subjectToken, subjectTokenType: settings.subjectTokenType, actorToken: nil, actorTokenType: nil,
+                    audience: settings.audience, resources: provider.resources, scopes: scopes,
+                    requestedTokenType: settings.requestedTokenType),
+                provider: provider)
+        default:
+            return try ClientCredentialsGrant.request(provider, scopes: scopes, resources: provider.resources)
+        }
     }
 }

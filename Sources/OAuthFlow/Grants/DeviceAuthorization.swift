@@ -21,9 +21,15 @@ enum DeviceAuthorizationGrant {
         return try decode(object, provider: client.provider.id, scopes: scopes, now: now)
     }
 
-    /// The token request for `code`: the runner polls with it (``poll(_:client:tokenURL:clock:now:onSlowDown:)``).
+    /// The token request for `code`: the token endpoint polls with it (``TokenEndpoint``, reading
+    /// each refusal with ``Poll``).
     static func request(polling code: DeviceCode) -> GrantRequest {
         GrantRequest(.devicePoll(code), grant: .deviceCode, requestedScopes: code.scopes)
+    }
+
+    /// What each poll sends (RFC 8628 §3.4): the grant type and the device code.
+    static func fields(polling code: DeviceCode) -> [(String, String)] {
+        [("grant_type", GrantType.deviceCode.rawValue), ("device_code", code.deviceCode.reveal())]
     }
 
     /// The longest device code lifetime and polling interval accepted: about 68 years; larger
@@ -63,55 +69,69 @@ enum DeviceAuthorizationGrant {
             expiresIn: expiresIn, interval: interval, scopes: scopes)
     }
 
-    private static func expired(_ code: DeviceCode) -> OAuthError {
+    static func expired(_ code: DeviceCode) -> OAuthError {
         OAuthError(.expired, providerID: code.providerID, endpoint: .token,
                    message: "the device code expired before the user approved it (RFC 8628 §3.5)")
     }
 
-    /// Polls the token endpoint until the user acts, the code expires, or the task is cancelled (RFC 8628 §3.4–3.5).
+    static func cancelled(_ code: DeviceCode) -> OAuthError {
+        OAuthError(.cancelled, providerID: code.providerID, endpoint: .token, message: "device authorization polling was cancelled")
+    }
+
+    /// Where polling stands (RFC 8628 §3.4–3.5): the code, whose interval each `slow_down` raises
+    /// for the rest of the flow; the wait before the next request; the transport failures in a row.
     ///
-    /// Each wait is the interval or the time left before `expires_in`, whichever is shorter; at
-    /// expiry polling stops with `.expired`. `onSlowDown` receives the code with its raised
-    /// interval so the actor can publish it.
-    static func poll(
-        _ code: DeviceCode, client: EndpointClient, tokenURL: URL, proof: DPoPProver? = nil, clock: any Clock<Duration>, now: @Sendable () -> Date,
-        onSlowDown: @Sendable (DeviceCode) async -> Void
-    ) async throws(OAuthError) -> TokenResponse {
-        var code = code
-        var transportFailures = 0
-        var wait = code.interval
-        let fields: [(String, String)] = [("grant_type", GrantType.deviceCode.rawValue), ("device_code", code.deviceCode.reveal())]
-        while true {
-            // Never sleep past the code's expiry: `interval: 100000` with `expires_in: 3` ends
-            // after 3 s, and repeated `slow_down` cannot overshoot `expires_in`.
-            let left = code.expiresAt.timeIntervalSince(now())
+    /// The token endpoint sleeps ``wait(at:)``, checks ``checkUnexpired(at:)``, posts
+    /// ``fields(polling:)``, and hands each refusal to ``read(_:log:)``, until an answer comes.
+    struct Poll {
+        private(set) var code: DeviceCode
+        private var wait: Int
+        private var transportFailures = 0
+
+        init(_ code: DeviceCode) {
+            self.code = code
+            self.wait = code.interval
+        }
+
+        /// Seconds to sleep before the next request at `now`: the wait, or the time left before
+        /// `expires_in` when that is shorter. Never past the code's expiry: `interval: 100000`
+        /// with `expires_in: 3` ends after 3 s, and repeated `slow_down` cannot overshoot `expires_in`.
+        /// - Throws: ``OAuthError`` `.expired` when the code has expired.
+        func wait(at now: Date) throws(OAuthError) -> Double {
+            let left = code.expiresAt.timeIntervalSince(now)
             guard left > 0 else { throw expired(code) }
-            do {
-                try await clock.sleep(for: .seconds(min(Double(wait), left)))
-            } catch {
-                throw OAuthError(.cancelled, providerID: code.providerID, endpoint: .token, message: "device authorization polling was cancelled")
-            }
-            guard now() < code.expiresAt else { throw expired(code) }
-            do {
-                return try await client.requestToken(fields, url: tokenURL, proof: proof)
-            } catch {
-                switch error.response?.code {
-                case .authorizationPending?:
-                    transportFailures = 0
-                    wait = code.interval
-                case .slowDown?:
-                    transportFailures = 0
-                    code.interval += slowDownIncrement
-                    wait = code.interval
-                    client.log.info(code.providerID, "slow_down: polling interval raised to \(code.interval) s")
-                    await onSlowDown(code)
-                default:
-                    guard error.code == .transport, transportFailures < maximumConsecutiveTransportFailures else { throw error }
-                    // RFC 8628 §3.5: back off on connection problems, then keep polling.
-                    transportFailures += 1
-                    wait = code.interval << transportFailures
-                    client.log.warning(code.providerID, "device poll failed to connect; retrying in \(wait) s")
-                }
+            return min(Double(wait), left)
+        }
+
+        /// - Throws: ``OAuthError`` `.expired` when the code has expired at `now` (after a sleep).
+        func checkUnexpired(at now: Date) throws(OAuthError) {
+            guard now < code.expiresAt else { throw expired(code) }
+        }
+
+        /// Reads the token endpoint's refusal of a poll: `authorization_pending` waits the interval
+        /// again; `slow_down` adds 5 s to it (true: publish the code with its new interval); a
+        /// transport failure backs off (the interval doubled for each in a row), up to
+        /// ``maximumConsecutiveTransportFailures``.
+        /// - Throws: `error` when it ends the polling (`access_denied`, `expired_token`, any other).
+        mutating func read(_ error: OAuthError, log: Logger) throws(OAuthError) -> Bool {
+            switch error.response?.code {
+            case .authorizationPending?:
+                transportFailures = 0
+                wait = code.interval
+                return false
+            case .slowDown?:
+                transportFailures = 0
+                code.interval += slowDownIncrement
+                wait = code.interval
+                log.info(code.providerID, "slow_down: polling interval raised to \(code.interval) s")
+                return true
+            default:
+                guard error.code == .transport, transportFailures < maximumConsecutiveTransportFailures else { throw error }
+                // RFC 8628 §3.5: back off on connection problems, then keep polling.
+                transportFailures += 1
+                wait = code.interval << transportFailures
+                log.warning(code.providerID, "device poll failed to connect; retrying in \(wait) s")
+                return false
             }
         }
     }

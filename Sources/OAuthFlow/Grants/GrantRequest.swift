@@ -8,9 +8,10 @@ import Foundation
 /// to the token endpoint, and what the answer is checked against before anything is stored.
 ///
 /// Each grant builds one (Grants/: ``ClientCredentialsGrant``, ``DeviceAuthorizationGrant``,
-/// ``AuthorizationCodeGrant``, ``RefreshTokenGrant``) and reads its answer; the runner does the
-/// rest, the same for every grant: the endpoint, the client's authentication (through the
-/// provider's ``EndpointClient``), validation, the store and the states.
+/// ``AuthorizationCodeGrant``, ``RefreshTokenGrant``, ``JWTBearerGrant``, ``TokenExchangeGrant``)
+/// and reads its answer; the rest is the same for every grant: the exchange (``TokenEndpoint``:
+/// the endpoint, the client's authentication, the DPoP proof, the post, the checks), then the
+/// runner's store and states.
 ///
 /// A class: it goes down the runner's chain of async calls, and a reference keeps each of their
 /// frames small.
@@ -58,11 +59,11 @@ final class GrantRequest: Sendable {
     /// True for a refresh: the answer is merged into ``previous``.
     var isRefresh: Bool { previous != nil }
 
-    /// True when the runner publishes `.requestingAccessToken` as the request starts: every grant
-    /// but the device poll, whose states are the device code's.
-    var announces: Bool {
-        if case .devicePoll = exchange { return false }
-        return true
+    /// True for the device poll, whose states are the device code's: the runner publishes no
+    /// `.requestingAccessToken` for it, and republishes the code when `slow_down` raises its interval.
+    var isDevicePoll: Bool {
+        if case .devicePoll = exchange { return true }
+        return false
     }
 
     /// What the request is called in messages.

@@ -31,7 +31,7 @@ enum PushedAuthorization {
     /// authentication, which puts it in the body for every method but `client_secret_basic`;
     /// with Basic it is sent here, so it appears exactly once.
     static func fields(
-        _ parameters: [(String, String)], requestObject: Secret?, clientID: String, authentication: ClientAuthentication
+        _ parameters: [(String, String)], requestObject: Secret?, clientID: String, authenticator: ClientAuthenticator
     ) -> [(String, String)] {
         var fields: [(String, String)]
         if let requestObject {
@@ -39,7 +39,7 @@ enum PushedAuthorization {
         } else {
             fields = parameters.filter { $0.0 != "client_id" }
         }
-        if case .secretBasic = authentication { fields.insert(("client_id", clientID), at: 0) }
+        if case .secretBasic = authenticator { fields.insert(("client_id", clientID), at: 0) }
         return fields
     }
 

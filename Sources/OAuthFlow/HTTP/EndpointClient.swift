@@ -4,9 +4,10 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// Everything the grants and the OpenID Connect endpoints share: building form POSTs with client
-/// authentication, bearer GETs and public document GETs; sending them; decoding bodies through
-/// the one JSON parser; and mapping errors (RFC 6749 §5.2).
+/// One provider's HTTP client, shared by the token endpoint and every other endpoint: form POSTs
+/// with the client's authentication (retried as the caller allows, with a DPoP proof when given),
+/// bearer GETs and public document GETs; sending them; decoding bodies through the one JSON
+/// parser; and mapping errors (RFC 6749 §5.2).
 ///
 /// A class: every grant passes its client down a chain of async calls, and a reference keeps each
 /// of their frames (allocated per task) small.
@@ -17,26 +18,26 @@ final class EndpointClient: Sendable {
     let log: Logger
     /// Retries for the requests sent with a ``RetryScope`` (token requests; see Retry.swift).
     let retry: Retrier
-    /// How the client authenticates (Credentials/ClientAuthentication.swift): made once, applied
+    /// How the client authenticates (Credentials/ClientAuthenticator.swift): made once, applied
     /// to every form POST.
-    let authentication: ClientAuthentication
+    let authenticator: ClientAuthenticator
     /// The latest `DPoP-Nonce` of each server this provider's requests reach (RFC 9449 §8, §9).
     let dpopNonces = DPoPNonces()
-    /// The DPoP key made for this provider until its tokens hold it (DPoP/AuthFlow+DPoP.swift).
+    /// The DPoP key made for this provider until its tokens hold it (``TokenEndpoint/prover(previous:)``).
     let dpopKeySlot = DPoPKeySlot()
 
-    /// A client for `provider`; its authentication is made from the provider's registration
+    /// A client for `provider`; its authenticator is made from the provider's registration
     /// unless given. ``AuthFlow`` makes one per provider when it is made.
     init(
         provider: Provider, transport: any HTTPTransport, userAgent: String, log: Logger, retry: Retrier = .none,
-        authentication: ClientAuthentication? = nil
+        authenticator: ClientAuthenticator? = nil
     ) {
         self.provider = provider
         self.transport = transport
         self.userAgent = userAgent
         self.log = log
         self.retry = retry
-        self.authentication = authentication ?? ClientAuthentication(provider)
+        self.authenticator = authenticator ?? ClientAuthenticator(provider)
     }
 
     /// The largest body accepted: the transport's own setting.
@@ -44,15 +45,15 @@ final class EndpointClient: Sendable {
 
     /// A POST of `fields` to `url`, with the client's authentication applied (RFC 6749 §2.3): the
     /// one place every request that authenticates the client is built (token endpoint, device
-    /// authorization, revocation, introspection).
-    /// - Throws: what the authentication step throws (none of today's methods does).
+    /// authorization, revocation, introspection, pushed authorization).
+    /// - Throws: what the authenticator throws (a signer's failure, an unusable method).
     func formRequest(url: URL, fields: [(String, String)]) async throws(OAuthError) -> HTTPRequest {
         var post = FormPost(url: url, clientID: provider.clientID, fields: fields, headers: [
             ("Content-Type", "application/x-www-form-urlencoded"),
             ("Accept", "application/json"),
             ("User-Agent", provider.userAgent ?? userAgent),
         ])
-        try await authentication.apply(to: &post)
+        try await authenticator.apply(to: &post)
         return HTTPRequest(method: "POST", url: url, headers: post.headers, body: FormEncoding.body(post.fields))
     }
 
@@ -64,9 +65,9 @@ final class EndpointClient: Sendable {
         return HTTPRequest(method: "GET", url: url, headers: headers)
     }
 
-    /// Sends `request` and returns the response whatever its status; maps transport failures and
-    /// refuses a body over ``maximumBodySize``.
-    func exchange(_ request: HTTPRequest, endpoint: OAuthError.Endpoint) async throws(OAuthError) -> HTTPResponse {
+    /// Sends `request` once and returns the response whatever its status; maps transport failures
+    /// and refuses a body over ``maximumBodySize``.
+    func send(_ request: HTTPRequest, endpoint: OAuthError.Endpoint) async throws(OAuthError) -> HTTPResponse {
         log.debug(provider, "\(request.method) \(endpoint.rawValue) \(request.url.host ?? "")\(request.url.path) fields=\(fieldNames(request))")
         let response: HTTPResponse
         do {
@@ -122,26 +123,53 @@ final class EndpointClient: Sendable {
         return object
     }
 
-    /// One form POST with its retries; each attempt is built anew and, with `proof`, carries a
-    /// fresh DPoP proof; a `DPoP-Nonce` in the answer is kept (`gaveNonce`).
+    /// One form POST with its retries: attempts until one is final (``Retrier/wait(after:attempt:startedAt:_:provider:log:)``
+    /// says nil), sleeping between them; a `DPoP-Nonce` in the answer is kept (`gaveNonce`).
     private func sendForm(
         _ fields: [(String, String)], to url: URL, endpoint: OAuthError.Endpoint, retrying scope: RetryScope, proof: DPoPProver?
     ) async throws(OAuthError) -> (response: HTTPResponse, gaveNonce: Bool) {
-        let response = try await retry.run(scope, provider: provider, log: log) { () async throws(OAuthError) in
-            var request = try await formRequest(url: url, fields: fields)
-            if let proof {
-                let value = try await proof.proof(method: "POST", url: url, nonce: dpopNonces.nonce(for: url), now: retry.now())
-                request.headers.append((name: "DPoP", value: value.reveal()))
-            }
-            return try await exchange(request, endpoint: endpoint)
+        let response: HTTPResponse
+        if retry.retries(scope) {
+            response = try await sendRetrying(fields, to: url, endpoint: endpoint, retrying: scope, proof: proof)
+        } else {
+            response = try await sendOnce(fields, to: url, endpoint: endpoint, proof: proof)
         }
         return (response, proof != nil && dpopNonces.record(response, from: url))
+    }
+
+    private func sendRetrying(
+        _ fields: [(String, String)], to url: URL, endpoint: OAuthError.Endpoint, retrying scope: RetryScope, proof: DPoPProver?
+    ) async throws(OAuthError) -> HTTPResponse {
+        let started = retry.now()
+        var attempt = 1
+        while true {
+            let outcome: Result<HTTPResponse, OAuthError>
+            do { outcome = .success(try await sendOnce(fields, to: url, endpoint: endpoint, proof: proof)) } catch { outcome = .failure(error) }
+            guard let wait = retry.wait(after: outcome, attempt: attempt, startedAt: started, scope, provider: provider, log: log) else {
+                return try outcome.get()
+            }
+            try await retry.sleep(wait, provider: provider)
+            attempt += 1
+        }
+    }
+
+    /// One attempt, built anew: the form with the client's authentication, and with `proof` a
+    /// fresh DPoP proof carrying the server's latest nonce.
+    private func sendOnce(
+        _ fields: [(String, String)], to url: URL, endpoint: OAuthError.Endpoint, proof: DPoPProver?
+    ) async throws(OAuthError) -> HTTPResponse {
+        var request = try await formRequest(url: url, fields: fields)
+        if let proof {
+            let value = try await proof.proof(method: "POST", url: url, nonce: dpopNonces.nonce(for: url), now: retry.now())
+            request.headers.append((name: "DPoP", value: value.reveal()))
+        }
+        return try await send(request, endpoint: endpoint)
     }
 
     /// GETs a public JSON document (discovery, JWKS): a 2xx JSON object, else a typed error.
     /// Returns the object and the response (for its `Cache-Control`).
     func document(_ url: URL, endpoint: OAuthError.Endpoint) async throws(OAuthError) -> (JSONObject, HTTPResponse) {
-        let response = try await exchange(getRequest(url: url), endpoint: endpoint)
+        let response = try await send(getRequest(url: url), endpoint: endpoint)
         guard (200..<300).contains(response.status) else {
             throw OAuthError(.httpStatus, providerID: provider.id, endpoint: endpoint, httpStatus: response.status,
                              message: "HTTP \(response.status) with \(Self.describeBody(response)) for \(url.redactedForLog)")
@@ -156,101 +184,8 @@ final class EndpointClient: Sendable {
         Self.invalid(endpoint, provider: provider.id, status: status)
     }
 
-    static func invalid(_ endpoint: OAuthError.Endpoint, provider: String, status: Int?) -> (String) -> OAuthError {
-        { reason in
-            OAuthError(.invalidResponse, providerID: provider, endpoint: endpoint, httpStatus: status,
-                       message: "\(endpoint.rawValue) response: \(reason)")
-        }
-    }
-
-    static func parseJSON(_ body: Data, endpoint: OAuthError.Endpoint, provider: String, status: Int) throws(OAuthError) -> JSONValue {
-        do {
-            return try JSONValue.parse(Array(body))
-        } catch {
-            throw invalid(endpoint, provider: provider, status: status)(
-                "not valid JSON: \(error.reason) (line \(error.line), column \(error.column))")
-        }
-    }
-
-    /// Parses a JSON object, or a form-encoded body when the media type allows it and it looks like
-    /// a form (GitHub without `Accept`); nil for an empty or unrecognisable body.
-    /// - Throws: when the body is JSON but broken in a way that matters (a member twice, a
-    ///   top-level value that is not an object).
-    static func parseBody(_ response: HTTPResponse, endpoint: OAuthError.Endpoint, provider: String) throws(OAuthError) -> JSONObject? {
-        guard !response.body.isEmpty else { return nil }
-        let failure = invalid(endpoint, provider: provider, status: response.status)
-        // Read through the contiguous bytes: `Data`'s own iterator and its generic copy into an
-        // array cost about 1 500 instructions on every token response.
-        let firstByte = response.body.withUnsafeBytes { $0.first(where: { !$0.isWhitespaceByte }) }
-        if firstByte == UInt8(ascii: "{") || response.mediaType == "application/json" {
-            let value: JSONValue
-            do {
-                value = try JSONValue.parse(response.body.withUnsafeBytes { [UInt8]($0) })
-            } catch {
-                // Broken JSON in a 2xx answer is an error; an HTML page or an error status is
-                // described by the caller, not parsed.
-                guard firstByte == UInt8(ascii: "{"), (200..<300).contains(response.status) else { return nil }
-                throw failure("not valid JSON: \(error.reason) (line \(error.line), column \(error.column))")
-            }
-            guard case .object(let members) = value else { return nil }
-            return JSONObject(members: members, failure: failure)
-        }
-        let mediaType = response.mediaType ?? ""
-        guard mediaType == "application/x-www-form-urlencoded" || mediaType == "text/plain" || mediaType.isEmpty,
-              let text = String(data: response.body, encoding: .utf8), !text.contains("<"), text.contains("=")
-        else { return nil }
-        var members: [String: JSONValue] = [:]
-        for (name, value) in FormEncoding.decode(text) where members[name] == nil { members[name] = .string(value) }
-        return JSONObject(members: members, failure: failure)
-    }
-
-    /// The §5.2 error in a body, when it has a string `error`.
-    static func errorResponse(in object: JSONObject) -> ErrorResponse? {
-        guard case .string(let code)? = object.value("error"), !code.isEmpty else { return nil }
-        return ErrorResponse(
-            code: .init(rawValue: code), errorDescription: object.value("error_description")?.stringValue,
-            errorURI: object.value("error_uri")?.stringValue)
-    }
-
-    /// Maps a §5.2 body to the error a caller acts on (STYLE: access_denied, expired_token, the rest).
-    static func error(for response: ErrorResponse, provider: String, endpoint: OAuthError.Endpoint, status: Int?) -> OAuthError {
-        let code: OAuthError.Code
-        switch response.code {
-        case .accessDenied: code = .accessDenied
-        case .expiredToken: code = .expired
-        default: code = .serverRejected
-        }
-        return OAuthError(code, providerID: provider, endpoint: endpoint, httpStatus: status, response: response)
-    }
-
-    /// Says what a body is without showing it: media type and size, and "an HTML page" when it is one.
-    static func describeBody(_ response: HTTPResponse) -> String {
-        if response.body.isEmpty { return "an empty body" }
-        let looksHTML = response.mediaType == "text/html"
-            || response.body.prefix(64).first(where: { !$0.isWhitespaceByte }) == UInt8(ascii: "<")
-        let kind = looksHTML ? "an HTML page" : "a \(response.mediaType ?? "body without Content-Type")"
-        return "\(kind) of \(response.body.count) bytes"
-    }
-
     private func fieldNames(_ request: HTTPRequest) -> String {
         let body = request.body.flatMap { String(data: $0, encoding: .utf8) } ?? ""
         return FormEncoding.decode(body).map(\.0).joined(separator: ",")
     }
-
-    /// Posts to the token endpoint `url` (resolved by ``AuthFlow/requiredEndpoint(_:of:)``) and
-    /// decodes a §5.1 token response; `scope` says what the request may be retried on (each grant
-    /// decides, see Documentation/Grants.md).
-    ///
-    /// With `proof` (a DPoP provider), the request carries a DPoP proof and a `DPoP` token type is
-    /// accepted; with the provider's DPoP `.required`, a Bearer answer is `.invalidResponse`.
-    func requestToken(
-        _ fields: [(String, String)], url: URL, retrying scope: RetryScope = .never, proof: DPoPProver? = nil
-    ) async throws(OAuthError) -> TokenResponse {
-        let object = try await post(fields, to: url, endpoint: .token, retrying: scope, proof: proof)
-        return try TokenResponse(object, dpop: proof == nil ? .off : provider.dpop == .required ? .required : .enabled)
-    }
-}
-
-extension UInt8 {
-    var isWhitespaceByte: Bool { self == 0x20 || self == 0x09 || self == 0x0A || self == 0x0D }
 }

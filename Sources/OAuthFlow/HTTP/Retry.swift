@@ -112,7 +112,9 @@ package protocol TransportFailureClassifying: Error {
     var transportFailure: TransportFailure { get }
 }
 
-/// Runs a request under a ``RetryPolicy`` on the flow's clock and jitter source.
+/// The retry decisions of a ``RetryPolicy`` on the flow's clock and jitter source: whether a
+/// request retries at all, how long to wait after an attempt, and the wait itself. The loop that
+/// sends the attempts is the caller's (``EndpointClient``); nothing here sends or calls back.
 struct Retrier: Sendable {
     let policy: RetryPolicy
     let clock: any Clock<Duration>
@@ -122,31 +124,37 @@ struct Retrier: Sendable {
     /// No retries (for clients made outside a flow).
     static let none = Retrier(policy: .none, clock: ContinuousClock(), now: { Date() }, jitter: { 0 })
 
-    /// Sends through `attempt` until it succeeds, fails for good, or the policy runs out.
-    func run(
-        _ scope: RetryScope, provider: Provider, log: Logger,
-        _ attempt: () async throws(OAuthError) -> HTTPResponse
-    ) async throws(OAuthError) -> HTTPResponse {
-        guard scope != .never, policy.maximumAttempts > 1 else { return try await attempt() }
-        let started = now()
-        var number = 1
-        while true {
-            let outcome: Result<HTTPResponse, OAuthError>
-            do { outcome = .success(try await attempt()) } catch { outcome = .failure(error) }
-            guard number < policy.maximumAttempts, let (wait, reason) = delay(after: outcome, scope, retry: number, provider: provider, log: log)
-            else { return try outcome.get() }
-            let elapsed = Duration.seconds(max(now().timeIntervalSince(started), 0))
-            guard elapsed + wait <= policy.maximumTotalTime else {
-                log.info(provider.id, "token request: \(reason); not retried (the retry time of \(policy.maximumTotalTime) would be exceeded)")
-                return try outcome.get()
-            }
-            log.info(provider.id, "token request: \(reason); attempt \(number + 1) of \(policy.maximumAttempts) in \(wait)")
-            do {
-                try await clock.sleep(for: wait)
-            } catch {
-                throw OAuthError(.cancelled, providerID: provider.id, endpoint: .token, message: "cancelled while waiting to retry")
-            }
-            number += 1
+    /// True when a request sent with `scope` may be attempted more than once.
+    func retries(_ scope: RetryScope) -> Bool {
+        scope != .never && policy.maximumAttempts > 1
+    }
+
+    /// The wait before attempt number `attempt + 1`, after `outcome` of attempt number `attempt`
+    /// of a request first sent at `started`; nil when `outcome` is final: a success or failure
+    /// `scope` does not retry, the last attempt, or a wait that would end past the policy's total
+    /// time (logged).
+    func wait(
+        after outcome: Result<HTTPResponse, OAuthError>, attempt: Int, startedAt started: Date, _ scope: RetryScope,
+        provider: Provider, log: Logger
+    ) -> Duration? {
+        guard attempt < policy.maximumAttempts, let (wait, reason) = delay(after: outcome, scope, retry: attempt, provider: provider, log: log)
+        else { return nil }
+        let elapsed = Duration.seconds(max(now().timeIntervalSince(started), 0))
+        guard elapsed + wait <= policy.maximumTotalTime else {
+            log.info(provider.id, "token request: \(reason); not retried (the retry time of \(policy.maximumTotalTime) would be exceeded)")
+            return nil
+        }
+        log.info(provider.id, "token request: \(reason); attempt \(attempt + 1) of \(policy.maximumAttempts) in \(wait)")
+        return wait
+    }
+
+    /// Sleeps `wait` on the flow's clock.
+    /// - Throws: ``OAuthError`` `.cancelled` when the task is cancelled meanwhile.
+    func sleep(_ wait: Duration, provider: Provider) async throws(OAuthError) {
+        do {
+            try await clock.sleep(for: wait)
+        } catch {
+            throw OAuthError(.cancelled, providerID: provider.id, endpoint: .token, message: "cancelled while waiting to retry")
         }
     }
 

@@ -62,3 +62,43 @@ extension IDToken: CustomStringConvertible, CustomDebugStringConvertible, Custom
     /// A mirror with only `subject` and `issuer`, so `dump` shows nothing more.
     public var customMirror: Mirror { Mirror(self, children: ["subject": subject, "issuer": issuer]) }
 }
+
+extension IDToken: Codable {
+    /// Decodes the claims written by ``encode(to:)``: one string holding the claims' JSON.
+    /// - Throws: `DecodingError.dataCorrupted` when it is not a claims set with the required claims.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        do {
+            guard case .object(let claims) = try JSONValue.parse(Data(text.utf8)) else {
+                throw OAuthError(.invalidResponse, message: "the ID token claims are not an object")
+            }
+            try self.init(claims: claims)
+        } catch {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "not an ID token claims set")
+        }
+    }
+
+    /// Encodes the claims as one string of JSON (``JSONValue/jsonText``).
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(JSONValue.object(claims).jsonText)
+    }
+}
+
+extension IDToken {
+    /// The claims of a stored ID token, read without verifying its signature again: it was verified
+    /// before it was stored (see `StoredEntry`).
+    /// - Throws: ``OAuthError`` `.idTokenRejected` when it is not a JWT with the required claims.
+    init(storedToken token: Secret) throws(OAuthError) {
+        let jws = try JWS(compact: token.reveal())
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(jws.payload)
+        } catch {
+            throw TokenRejection.malformed.error("the stored ID token's claims are not JSON")
+        }
+        guard case .object(let claims) = value else { throw TokenRejection.malformed.error("the stored ID token's claims are not an object") }
+        try self.init(claims: claims)
+    }
+}

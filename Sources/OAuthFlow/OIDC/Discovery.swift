@@ -4,12 +4,121 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// Where the metadata of an issuer is published, and how long a fetched document stays fresh.
-enum Discovery {
+/// Where a provider's endpoints are — the catalog's, else its discovered metadata's (OpenID Connect
+/// Discovery 1.0, RFC 8414) — and that metadata itself, fetched once and cached for every provider
+/// of a flow. Its signing keys (the JWKS) are in OIDC/JWKSCache.swift.
+///
+/// The flow makes one and shares it with each provider's ``TokenEndpoint``. A call names the
+/// provider by its ``EndpointClient``, which fetches what is not cached; nothing here calls back
+/// into the flow.
+final class Discovery: Sendable {
     /// How long a document without `Cache-Control: max-age` stays cached: 24 hours.
     static let defaultLifetime: TimeInterval = 24 * 3600
     /// The longest lifetime honoured, whatever `max-age` says: 7 days.
     static let maximumLifetime: TimeInterval = 7 * 24 * 3600
+
+    /// Metadata by issuer.
+    let metadataCache = DocumentCache<ProviderMetadata>()
+    /// JWKS by URL (OIDC/JWKSCache.swift).
+    let keyCache = DocumentCache<JWKSet>()
+    /// The wall clock the documents' lifetimes run on (the flow's ``AuthFlow/Options/now``).
+    let now: @Sendable () -> Date
+
+    init(now: @escaping @Sendable () -> Date) {
+        self.now = now
+    }
+
+    // MARK: Endpoints
+
+    /// The URL of one of the provider's endpoints, or nil when it has none.
+    ///
+    /// The one place every caller asks. An endpoint written in the catalog wins; only when it is
+    /// missing and the provider has an `issuer` is the metadata read (``metadata(_:)``, fetched
+    /// once and cached) to fill the gap.
+    /// - Throws: what ``metadata(_:)`` throws, when discovery was needed and failed.
+    func endpointURL(_ endpoint: OAuthError.Endpoint, _ client: EndpointClient) async throws(OAuthError) -> URL? {
+        let provider = client.provider
+        if let configured = Self.configuredURL(endpoint, of: provider) { return configured }
+        guard provider.issuer != nil, endpoint != .discovery else { return nil }
+        let metadata = try await metadata(client)
+        // RFC 8705 §5: a client using mutual TLS uses the server's aliases for the endpoints that have one.
+        if provider.clientAuthentication.isMutualTLS, let alias = metadata.mutualTLSAlias(for: endpoint) { return alias }
+        return metadata.url(for: endpoint)
+    }
+
+    /// The endpoint a call cannot go without.
+    /// - Throws: ``OAuthError`` `.configuration` naming the catalog key and, for a provider with an
+    ///   issuer, the discovery member, when neither gives it; what ``metadata(_:)`` throws.
+    func requiredEndpoint(_ endpoint: OAuthError.Endpoint, _ client: EndpointClient) async throws(OAuthError) -> URL {
+        if let url = try await endpointURL(endpoint, client) { return url }
+        let provider = client.provider
+        let key = Self.catalogKey(of: endpoint)
+        let message = provider.issuer == nil
+            ? "provider \"\(provider.id)\" has no \(key)"
+            : "provider \"\(provider.id)\" has no \(key), and the discovery document of \(provider.issuer ?? "") has no "
+                + ProviderMetadata.memberName(of: endpoint)
+        throw OAuthError(.configuration, providerID: provider.id, endpoint: endpoint, message: message)
+    }
+
+    /// True for a provider only the client credentials grant can serve: confidential, and neither
+    /// an authorization nor a device endpoint, written or discovered.
+    func isServiceOnly(_ client: EndpointClient) async throws(OAuthError) -> Bool {
+        guard client.provider.isConfidential else { return false }
+        if try await endpointURL(.authorization, client) != nil { return false }
+        return try await endpointURL(.deviceAuthorization, client) == nil
+    }
+
+    /// The catalog's URL of `endpoint`, if written.
+    static func configuredURL(_ endpoint: OAuthError.Endpoint, of provider: Provider) -> URL? {
+        switch endpoint {
+        case .authorization: provider.authorizationURL
+        case .token: provider.tokenURL
+        case .deviceAuthorization: provider.deviceAuthorizationURL
+        case .revocation: provider.revocationURL
+        case .introspection: provider.introspectionURL
+        case .userinfo: provider.userinfoURL
+        case .endSession: provider.endSessionURL
+        case .pushedAuthorization: provider.pushedAuthorizationURL
+        case .discovery: nil
+        }
+    }
+
+    /// The catalog key that writes `endpoint`.
+    static func catalogKey(of endpoint: OAuthError.Endpoint) -> String {
+        switch endpoint {
+        case .authorization: "authorizationURL"
+        case .token: "tokenURL"
+        case .deviceAuthorization: "deviceAuthorizationURL"
+        case .revocation: "revocationURL"
+        case .introspection: "introspectionURL"
+        case .userinfo: "userinfoURL"
+        case .endSession: "endSessionURL"
+        case .pushedAuthorization: "pushedAuthorizationURL"
+        case .discovery: "jwksURL"
+        }
+    }
+
+    // MARK: Metadata
+
+    /// The metadata of the provider's issuer, from the cache while fresh, else fetched
+    /// (``fetch(issuer:client:)``); concurrent callers share one fetch, and a failed fetch is not
+    /// cached, so the next call tries again.
+    /// - Throws: ``OAuthError`` `.configuration` when the provider has no `issuer`; what
+    ///   ``fetch(issuer:client:)`` throws.
+    func metadata(_ client: EndpointClient) async throws(OAuthError) -> ProviderMetadata {
+        guard let issuer = client.provider.issuer else {
+            throw OAuthError(.configuration, providerID: client.provider.id, endpoint: .discovery,
+                             message: "provider \"\(client.provider.id)\" has no issuer to discover metadata from")
+        }
+        return try await metadataCache.document(issuer, now: now) { () async throws(OAuthError) in
+            try await Self.fetch(issuer: issuer, client: client)
+        }.0
+    }
+
+    /// The metadata of `issuer` when it is cached and fresh; never fetches.
+    func cachedMetadata(issuer: String) -> ProviderMetadata? {
+        metadataCache.fresh(issuer, now: now())?.0
+    }
 
     /// `{issuer}/.well-known/openid-configuration` (OpenID Connect Discovery 1.0 §4): the suffix is
     /// appended to the issuer, after removing one trailing `/`.
@@ -80,36 +189,5 @@ enum Discovery {
                                 + "(OpenID Connect Discovery §4.3, RFC 8414 §3.3)")
         }
         return (metadata, lifetime(of: response))
-    }
-}
-
-extension AuthFlow {
-    /// The metadata of `provider`'s issuer, from the cache while fresh, else fetched.
-    ///
-    /// Fetches `{issuer}/.well-known/openid-configuration` (OpenID Connect Discovery 1.0 §4), and
-    /// when that answers a 4xx status, `/.well-known/oauth-authorization-server` inserted before the
-    /// issuer's path (RFC 8414 §3.1). The document's `issuer` must equal the configured one exactly.
-    /// It is cached per issuer for its `Cache-Control: max-age` (24 hours without one; `no-store`
-    /// or `no-cache`: not reused); concurrent callers share one fetch, and a failed fetch is not
-    /// cached, so the next call tries again. The flow reads the same cache itself when a provider
-    /// leaves out an endpoint it needs; call this to read what the server supports. A failure is
-    /// published as `.error` for the provider, like every failing call.
-    /// - Throws: ``OAuthError`` `.configuration` when the provider has no `issuer`; `.transport`;
-    ///   `.httpStatus` when neither document exists; `.invalidResponse` for a malformed document or
-    ///   one whose issuer differs (the message names both).
-    public func metadata(for provider: Provider) async throws(OAuthError) -> ProviderMetadata {
-        do { return try await discoveredMetadata(for: provider) } catch { throw fail(provider.id, error) }
-    }
-
-    /// ``metadata(for:)`` without publishing: for the flow's own steps, which publish their failure once.
-    func discoveredMetadata(for provider: Provider) async throws(OAuthError) -> ProviderMetadata {
-        guard let issuer = provider.issuer else {
-            throw OAuthError(.configuration, providerID: provider.id, endpoint: .discovery,
-                             message: "provider \"\(provider.id)\" has no issuer to discover metadata from")
-        }
-        let client = client(for: provider)
-        return try await discoveryCache.document(issuer, now: options.now) { () async throws(OAuthError) in
-            try await Discovery.fetch(issuer: issuer, client: client)
-        }.0
     }
 }

@@ -112,6 +112,19 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The endpoint's alias in `mtls_endpoint_aliases` (RFC 8705 §5), for clients that
+    /// authenticate with mutual TLS; nil when there is none or it is not an `https` URL.
+    func mutualTLSAlias(for endpoint: OAuthError.Endpoint) -> URL? {
+        guard case .object(let aliases)? = document["mtls_endpoint_aliases"] else { return nil }
+        switch endpoint {
+        case .token, .revocation, .introspection, .deviceAuthorization, .userinfo, .pushedAuthorization: break
+        case .authorization, .endSession, .discovery: return nil   // reached by the browser, or fetched without the certificate
+        }
+        guard let text = aliases[Self.memberName(of: endpoint)]?.stringValue, let url = URL(string: text, encodingInvalidCharacters: false),
+              url.scheme?.lowercased() == "https", Provider.endpointProblem(url) == nil else { return nil }
+        return url
+    }
+
     /// The issuer and the endpoints present; the document's other members are counted, not shown.
     public var description: String {
         let endpoints: [(String, URL?)] = [

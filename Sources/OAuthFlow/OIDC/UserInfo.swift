@@ -66,7 +66,7 @@ enum UserInfoEndpoint {
             request.headers.append((name: "Authorization", value: dpop.authorization.reveal()))
             if let proof = dpop.dpop { request.headers.append((name: "DPoP", value: proof.reveal())) }
         }
-        let response = try await client.exchange(request, endpoint: .userinfo)
+        let response = try await client.send(request, endpoint: .userinfo)
         let provider = client.provider.id
         guard (200..<300).contains(response.status) else {
             throw BearerChallenge.error(for: response, provider: provider, endpoint: .userinfo)

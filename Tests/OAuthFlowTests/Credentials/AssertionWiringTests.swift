@@ -77,12 +77,12 @@ struct AssertionWiringTests {
         defer { files.remove() }
         let mock = MockProvider()
         let flow = try await AuthFlow(providers: [try Self.provider(mock, .privateKeyJWT, files: files)], transport: mock.transport())
-        guard case .assertion(let authenticator) = flow.clients["app"]?.authentication else {
-            Issue.record("app: \(String(describing: flow.clients["app"]?.authentication))")
+        guard case .assertion(let authenticator) = flow.endpoints["app"]?.client.authenticator else {
+            Issue.record("app: \(String(describing: flow.endpoints["app"]?.client.authenticator))")
             return
         }
         #expect(authenticator.keyID == "k1")
-        #expect(flow.clients["app"]?.authentication.name == "private_key_jwt")
+        #expect(flow.endpoints["app"]?.client.authenticator.name == "private_key_jwt")
     }
 
     static func discovery(_ mock: MockProvider, extra: [String: Any]) throws -> MockResponse {

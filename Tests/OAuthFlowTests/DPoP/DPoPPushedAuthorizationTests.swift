@@ -39,7 +39,7 @@ struct DPoPPushedAuthorizationTests {
 
         let push = try #require(server.requests("/par").only)
         #expect(push.headerValues("DPoP").count == 1)
-        #expect(push.headerValues("Authorization") == [ClientAuthentication.basicAuthorization(clientID: "cli-1", secret: Secret("s3cret"))])
+        #expect(push.headerValues("Authorization") == [ClientAuthenticator.basicAuthorization(clientID: "cli-1", secret: Secret("s3cret"))])
         let proof = try WireJWS(try #require(push.header("DPoP")))
         #expect(Set(proof.header.keys) == ["typ", "alg", "jwk"])
         #expect(proof.header["typ"] as? String == "dpop+jwt" && proof.header["alg"] as? String == "ES256")

@@ -39,7 +39,7 @@ struct PushedAuthorizationTests {
         let pushed = try #require(transport.requests("/par").first)
         #expect(transport.requests().count == 1)
         #expect(pushed.method == "POST")
-        #expect(pushed.headerValues("Authorization") == [ClientAuthentication.basicAuthorization(clientID: "cli-1", secret: Secret("s3cret"))])
+        #expect(pushed.headerValues("Authorization") == [ClientAuthenticator.basicAuthorization(clientID: "cli-1", secret: Secret("s3cret"))])
         #expect(pushed.headerValues("Content-Type") == ["application/x-www-form-urlencoded"])
         let fields = Self.pairs(pushed)
         #expect(fields.map(\.0) == ["client_id", "response_type", "redirect_uri", "scope", "state", "code_challenge",

@@ -205,6 +205,35 @@ struct DiscoveryTests {
         #expect(error.message?.contains("device_authorization_endpoint") == true)
     }
 
+    @Test("the same for userinfo, introspection, the end-session URL and the token endpoint: one message, key and member",
+          arguments: ["userinfo", "introspection", "endSession", "token"])
+    func missingEverywhereForEveryCall(call: String) async throws {
+        // A document with no endpoint but the JWKS: every call's endpoint is missing from both places.
+        mock.script(.openIDConfiguration, [.json(#"{"issuer":"\#(mock.issuer)","jwks_uri":"\#(mock.url(.jwks).absoluteString)"}"#)])
+        let flow = try await flow(serviceProvider())
+        let expected: (key: String, member: String)
+        let error: OAuthError?
+        switch call {
+        case "userinfo":
+            expected = ("userinfoURL", "userinfo_endpoint")
+            error = await #expect(throws: OAuthError.self) { try await flow.userInfo(provider: "svc") }
+        case "introspection":
+            expected = ("introspectionURL", "introspection_endpoint")
+            error = await #expect(throws: OAuthError.self) { try await flow.introspect(provider: "svc") }
+        case "endSession":
+            expected = ("endSessionURL", "end_session_endpoint")
+            error = await #expect(throws: OAuthError.self) { try await flow.endSessionURL(provider: "svc") }
+        default:
+            expected = ("tokenURL", "token_endpoint")
+            error = await #expect(throws: OAuthError.self) { try await flow.clientCredentials(provider: "svc") }
+        }
+        let failure = try #require(error)
+        #expect(failure.code == .configuration)
+        #expect(failure.message == "provider \"svc\" has no \(expected.key), and the discovery document of \(mock.issuer) has no \(expected.member)")
+        #expect(mock.requests().map(\.url.path) == ["/.well-known/openid-configuration"])
+        #expect(flow.state == .error(provider: "svc", failure))
+    }
+
     @Test("metadata(for:) without an issuer is .configuration")
     func noIssuer() async throws {
         let provider = mock.provider(id: "plain")

@@ -45,37 +45,21 @@ final class CurlMulti {
         var owned = false
     }
 
-    /// A multi handle with its epoll set and eventfd; nil when any cannot be made.
+    /// A multi handle with its epoll set, eventfd and timerfd; nil when any cannot be made.
     init?(_ library: CurlLibrary) {
         let api = library.api
-        guard let raw = api.pointee.multi_init() else { return nil }
-        // A descriptor made before a failure closes with its owner.
+        // The descriptors first, the handle last: a descriptor made before a failure closes with
+        // its owner, and no failure leaves a handle to clean up.
         let poller: FileDescriptor
-        do throws(SystemError) {
-            poller = try FileDescriptor(returnedBy: c_oauthflow_epoll_create())
-        } catch {
-            _ = api.pointee.multi_cleanup(raw)
-            return nil
-        }
+        do throws(SystemError) { poller = try FileDescriptor(returnedBy: c_oauthflow_epoll_create()) } catch { return nil }
         let wakeup: FileDescriptor
-        do throws(SystemError) {
-            wakeup = try FileDescriptor(returnedBy: c_oauthflow_eventfd())
-        } catch {
-            _ = api.pointee.multi_cleanup(raw)
-            return nil
-        }
+        do throws(SystemError) { wakeup = try FileDescriptor(returnedBy: c_oauthflow_eventfd()) } catch { return nil }
         let alarm: FileDescriptor
-        do throws(SystemError) {
-            alarm = try FileDescriptor(returnedBy: c_oauthflow_timerfd())
-        } catch {
-            _ = api.pointee.multi_cleanup(raw)
-            return nil
-        }
+        do throws(SystemError) { alarm = try FileDescriptor(returnedBy: c_oauthflow_timerfd()) } catch { return nil }
         guard c_oauthflow_epoll_ctl(poller.raw, c_oauthflow_epoll_add, wakeup.raw, c_oauthflow_epollin | c_oauthflow_epollet) == 0,
-              c_oauthflow_epoll_ctl(poller.raw, c_oauthflow_epoll_add, alarm.raw, c_oauthflow_epollin) == 0 else {
-            _ = api.pointee.multi_cleanup(raw)
-            return nil
-        }
+              c_oauthflow_epoll_ctl(poller.raw, c_oauthflow_epoll_add, alarm.raw, c_oauthflow_epollin) == 0,
+              let raw = api.pointee.multi_init()
+        else { return nil }
         self.library = library
         self.raw = raw
         self.poller = poller

@@ -183,3 +183,27 @@ final class DPoPNonces: Sendable {
         return "\(scheme)://\((url.host ?? "").lowercased()):\(port)"
     }
 }
+
+extension ErrorResponse.Code {
+    /// `use_dpop_nonce`: send the request again with the `DPoP-Nonce` the server gave (RFC 9449 §8, §9).
+    public static let useDPoPNonce = ErrorResponse.Code(rawValue: "use_dpop_nonce")
+    /// `invalid_dpop_proof`: the DPoP proof was refused (RFC 9449 §5, §7.1).
+    public static let invalidDPoPProof = ErrorResponse.Code(rawValue: "invalid_dpop_proof")
+}
+
+/// The DPoP key a provider's client uses until its tokens are stored with it: made on first use
+/// (``TokenEndpoint/prover(previous:)``), forgotten by a logout. One per ``EndpointClient``.
+final class DPoPKeySlot: Sendable {
+    private let key = Mutex<DPoPKey?>(nil)
+
+    /// The key held, when it signs with `algorithm`.
+    func current(_ algorithm: SigningAlgorithm) -> DPoPKey? {
+        key.withLock { $0?.algorithm == algorithm ? $0 : nil }
+    }
+
+    /// Holds `new` (the key of the stored tokens, or a fresh one).
+    func hold(_ new: DPoPKey) { key.withLock { $0 = new } }
+
+    /// Forgets the key (a logout).
+    func forget() { key.withLock { $0 = nil } }
+}

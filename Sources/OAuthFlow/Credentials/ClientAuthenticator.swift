@@ -6,21 +6,22 @@ import Foundation
 
 /// How this client proves who it is to the endpoints that authenticate it (RFC 6749 §2.3): the
 /// token endpoint for every grant, device authorization (RFC 8628 §3.1), revocation (RFC 7009
-/// §2.1) and introspection (RFC 7662 §2.1).
+/// §2.1), introspection (RFC 7662 §2.1) and pushed authorization (RFC 9126 §2.1).
 ///
-/// Made once per provider when the flow is made (``init(_:)``: providers never change after
-/// that), held by the provider's ``EndpointClient``, and applied by it to every form POST that
-/// authenticates the client (``apply(to:)``) — one step of every such request, never re-derived
-/// per call, never known to a grant.
+/// The method the provider's registration names is ``Provider/ClientAuthentication`` (public, a
+/// catalog setting); this is what applies it: made once per provider when the flow is made
+/// (``init(_:)``: providers never change after that), held by the provider's ``EndpointClient``,
+/// and applied by it to every form POST that authenticates the client (``apply(to:)``) — one step
+/// of every such request, never re-derived per call, never known to a grant.
 ///
 /// `private_key_jwt` and `client_secret_jwt` sign a fresh assertion for each request here
 /// (``AssertionAuthenticator``, RFC 7523 §2.2), with the request's URL as `aud` by default. The
 /// mutual-TLS methods (RFC 8705 §2) send `client_id` in the body; the certificate is presented by
-/// the provider's transport (``AuthFlow``'s `makeClient`). A later step (a DPoP proof, RFC 9449)
-/// goes beside this one in ``EndpointClient/formRequest(url:fields:)``.
+/// the provider's transport (Credentials/ProviderTransport.swift). A DPoP proof (RFC 9449) is the
+/// step after this one, added by ``EndpointClient/post(_:to:endpoint:retrying:proof:)``.
 ///
 /// No case prints a secret: ``Secret`` shows `<redacted>` in `description` and `dump`.
-enum ClientAuthentication: Sendable {
+enum ClientAuthenticator: Sendable {
     /// A public client (`none`): `client_id` in the body, no secret (RFC 6749 §2.1, §3.2.1).
     /// Not called `none`, which an optional would take for `Optional.none`.
     case publicClient

@@ -3,10 +3,10 @@ import Foundation
 import OAuthFlowTesting
 import Testing
 
-/// The client's authentication (Credentials/ClientAuthentication.swift) is made once per provider
+/// The client's authentication (Credentials/ClientAuthenticator.swift) is made once per provider
 /// and applied by its endpoint client to every request that authenticates the client.
 @Suite("Client authentication: one value per provider, applied to every authenticating request", .timeLimit(.minutes(1)))
-struct ClientAuthenticationTests {
+struct ClientAuthenticatorTests {
     @Test("each method is applied to device authorization, the token endpoint (poll, refresh), introspection and revocation",
           arguments: [Provider.ClientAuthentication.clientSecretBasic, .clientSecretPost, .none])
     func everyEndpoint(method: Provider.ClientAuthentication) async throws {
@@ -44,10 +44,10 @@ struct ClientAuthenticationTests {
         for id in ids {
             let provider = try flow.provider(id)
             #expect(provider.id == id && provider.clientID == "client-\(id)")
-            #expect(flow.client(for: provider) === flow.clients[id])
-            #expect(flow.configuredClient(id) === flow.clients[id])
+            #expect(flow.client(for: provider) === flow.endpoints[id]?.client)
+            #expect(flow.configuredEndpoint(id) === flow.endpoints[id])
         }
-        #expect(flow.configuredClient("p") == nil && flow.configuredClient("p\(count)") == nil)
+        #expect(flow.configuredEndpoint("p") == nil && flow.configuredEndpoint("p\(count)") == nil)
         #expect(throws: OAuthError.self) { try flow.provider("p\(count)") }
         let error = #expect(throws: OAuthError.self) { try flow.provider("unknown") }
         #expect(error?.code == .configuration)
@@ -61,21 +61,21 @@ struct ClientAuthenticationTests {
         let open = mock.provider(id: "open", clientID: "id-o")
         let flow = try await AuthFlow(providers: [basic, post, open], transport: mock.transport())
 
-        #expect(flow.clients.keys.sorted() == ["basic", "open", "post"])
+        #expect(flow.endpoints.keys.sorted() == ["basic", "open", "post"])
         #expect(flow.client(for: basic) === flow.client(for: basic))
-        #expect(flow.client(for: try flow.provider("post")) === flow.clients["post"])
-        guard case .secretBasic(let value) = flow.clients["basic"]?.authentication else {
-            Issue.record("basic: \(String(describing: flow.clients["basic"]?.authentication))")
+        #expect(flow.client(for: try flow.provider("post")) === flow.endpoints["post"]?.client)
+        guard case .secretBasic(let value) = flow.endpoints["basic"]?.client.authenticator else {
+            Issue.record("basic: \(String(describing: flow.endpoints["basic"]?.client.authenticator))")
             return
         }
         #expect(value.reveal() == "Basic " + Data("id-b:sec-b".utf8).base64EncodedString())
-        guard case .secretPost(let secret) = flow.clients["post"]?.authentication else {
-            Issue.record("post: \(String(describing: flow.clients["post"]?.authentication))")
+        guard case .secretPost(let secret) = flow.endpoints["post"]?.client.authenticator else {
+            Issue.record("post: \(String(describing: flow.endpoints["post"]?.client.authenticator))")
             return
         }
         #expect(secret.reveal() == "sec-p")
-        guard case .publicClient = flow.clients["open"]?.authentication else {
-            Issue.record("open: \(String(describing: flow.clients["open"]?.authentication))")
+        guard case .publicClient = flow.endpoints["open"]?.client.authenticator else {
+            Issue.record("open: \(String(describing: flow.endpoints["open"]?.client.authenticator))")
             return
         }
 
@@ -83,9 +83,9 @@ struct ClientAuthenticationTests {
         var changed = basic
         changed.clientSecret = Secret("other")
         let other = flow.client(for: changed)
-        #expect(other !== flow.clients["basic"])
-        guard case .secretBasic(let otherValue) = other.authentication else {
-            Issue.record("changed: \(other.authentication)")
+        #expect(other !== flow.endpoints["basic"]?.client)
+        guard case .secretBasic(let otherValue) = other.authenticator else {
+            Issue.record("changed: \(other.authenticator)")
             return
         }
         #expect(otherValue.reveal() == "Basic " + Data("id-b:other".utf8).base64EncodedString())
@@ -96,7 +96,7 @@ struct ClientAuthenticationTests {
     func redacted(method: Provider.ClientAuthentication) throws {
         let provider = Provider(id: "p", tokenURL: URL(string: "https://op.example/token"), clientID: "cid",
                                 clientSecret: Secret("very-secret-value"), clientAuthentication: method)
-        let authentication = ClientAuthentication(provider)
+        let authentication = ClientAuthenticator(provider)
         let client = EndpointClient(provider: provider, transport: ScriptedTransport(),
                                     userAgent: "t", log: Logger(sink: nil))
         var dumped = ""
@@ -107,5 +107,20 @@ struct ClientAuthenticationTests {
             #expect(!text.contains("very-secret-value") && !text.contains(basic), "\(text)")
         }
         #expect(authentication.name == method.rawValue)
+    }
+
+    @Test("client_secret_basic: the value AuthFlow makes once per provider is the one made per request, on every fetch")
+    func basicCredentialsOnce() async throws {
+        let mock = MockProvider()
+        mock.script(.token, [.token(access: "at-1"), .token(access: "at-2")])
+        let provider = mock.provider(id: "svc", clientID: "client id/1", clientSecret: "top secret:1+ü")
+        let flow = try await AuthFlow(providers: [provider], transport: mock.transport())
+        _ = try await flow.clientCredentials(provider: "svc")
+        _ = try await flow.clientCredentials(provider: "svc")
+
+        let expected = "Basic " + Data("client+id%2F1:top+secret%3A1%2B%C3%BC".utf8).base64EncodedString()
+        #expect(ClientAuthenticator.basicAuthorization(clientID: provider.clientID, secret: provider.clientSecret) == expected)
+        #expect(mock.requests(.token).map { $0.header("Authorization") } == [expected, expected])
+        #expect(mock.requests(.token).map { $0.basicCredentials?.secret } == ["top secret:1+ü", "top secret:1+ü"])
     }
 }
