@@ -1,6 +1,27 @@
 import Glibc
+import OAuthFlow
+import Synchronization
 
 extension AgentServer {
+    /// What keeps an answer right: the token set it was made from, and the catalog it was made under.
+    struct Reuse: Sendable {
+        var token: AuthFlow.TokenStamp
+        var catalog: UInt64
+        let epoch: Epoch
+
+        /// True while the flow holds the same fresh set and no other catalog has been loaded.
+        var isCurrent: Bool { epoch.current == catalog && token.isCurrent }
+    }
+
+    /// A counter raised whenever the agent starts serving another catalog (SIGHUP): answers
+    /// remembered under the previous one are not given again. Read it before the catalog, and
+    /// raise it after the new catalog is in place.
+    final class Epoch: Sendable {
+        private let value = Atomic<UInt64>(0)
+        var current: UInt64 { value.load(ordering: .acquiring) }
+        func advance() { value.wrappingAdd(1, ordering: .releasing) }
+    }
+
     /// A loop's remembered answers: at most ``capacity`` request lines, each with the uid it was
     /// answered for. They hold tokens, as the flow's own cache does; one that is no longer current
     /// is dropped when its line comes again, and all that are not current by ``dropStale()``

@@ -9,8 +9,8 @@ extension AgentServer {
     /// One client the loop could not finish at once; lives on the loop's thread only.
     ///
     /// Its `var`s, like ``Loop``'s, are `@exclusivity(unchecked)`: only their loop's thread
-    /// touches them, and the run-time access checks were a quarter of the loop's instructions per
-    /// request (Performance.md, "2026-12-04"). The compiler still checks what it can see.
+    /// touches them, so the run-time access checks would guard nothing (Documentation/Agent.md,
+    /// "Design"). The compiler still checks what it can see.
     final class Connection {
         let fd: FileDescriptor
         let serial: UInt32

@@ -3,28 +3,16 @@ import Glibc
 import OAuthFlow
 import Synchronization
 
-/// The agent's socket server: threads of its own (``Limits/loops``, one per CPU it may run on, at
-/// most two) each run an `epoll` loop over the listening socket and the connections that loop
-/// accepted, so no thread of the concurrency runtime ever blocks on a client. A new connection wakes one loop
-/// (`EPOLLEXCLUSIVE`). With a single loop, a burst of requests is served by one CPU while the
-/// other one idles: the kernel's wake-ups of a Unix socket's reader are synchronous, which moves
-/// a waiting client onto the CPU of the loop that answered it. The loops read the agent's
-/// affinity mask again at most once a second while they are awake: pinned to one CPU after it
-/// started, the agent has only its first loop accept connections (two loops taking turns on one
-/// CPU delay each other's clients), and both again once it may run on two.
+/// The agent's socket server: threads of its own (``Limits/loops``) each run an `epoll` loop over
+/// the listening socket and the connections that loop accepted, so no thread of the concurrency
+/// runtime ever blocks on a client. Documentation/Agent.md ("Design") says why there are two loops,
+/// why they follow the affinity mask, and what each loop's ``Memo`` is for.
 ///
 /// A connection is read until its first newline (at most ``Limits/lineLimit`` bytes), answered
-/// with one line, and closed. Most requests are answered on the loop's thread as soon as they are
-/// accepted: the line is usually there already, ``Responder`` answers it from memory (a cached
-/// token, an error), and the answer fits the socket's buffer, so such a connection is accepted,
-/// read, answered and closed in one go, never registered with `epoll` and never allocated for.
-/// Only a request that must wait (a token to fetch) goes to ``Handler`` in a task; the loop hears
-/// its answer is ready through an eventfd.
-///
-/// Each loop remembers the token answers it gave the agent's own uid (``Memo``): the same request
-/// line from that uid gets the same bytes again, without parsing or looking anything up, for as
-/// long as ``Reuse/isCurrent`` holds (the flow holds the same fresh set, and no other catalog has
-/// been loaded).
+/// with one line, and closed. A request ``Responder`` can answer at once (a cached token, an
+/// error) is answered on the loop's thread as soon as its connection is accepted; only one that
+/// must wait (a token to fetch) goes to ``Handler`` in a task, whose answer comes back through the
+/// loop's eventfd.
 ///
 /// Reading the request and writing the answer each have ``Limits/clientTimeout``: a client that
 /// says nothing, sends too much, or never reads is dropped when it runs out, and none of them
@@ -59,25 +47,6 @@ final class AgentServer: Sendable {
         /// When set, the same request line from the same peer uid gets `line` again while
         /// `reuse.isCurrent` holds, without asking the responder.
         var reuse: Reuse?
-    }
-
-    /// What keeps an answer right: the token set it was made from, and the catalog it was made under.
-    struct Reuse: Sendable {
-        var token: AuthFlow.TokenStamp
-        var catalog: UInt64
-        let epoch: Epoch
-
-        /// True while the flow holds the same fresh set and no other catalog has been loaded.
-        var isCurrent: Bool { epoch.current == catalog && token.isCurrent }
-    }
-
-    /// A counter raised whenever the agent starts serving another catalog (SIGHUP): answers
-    /// remembered under the previous one are not given again. Read it before the catalog, and
-    /// raise it after the new catalog is in place.
-    final class Epoch: Sendable {
-        let value = Atomic<UInt64>(0)
-        var current: UInt64 { value.load(ordering: .acquiring) }
-        func advance() { value.wrappingAdd(1, ordering: .releasing) }
     }
 
     /// Computes the answer line (with its newline) of a request ``Responder`` could not answer.
