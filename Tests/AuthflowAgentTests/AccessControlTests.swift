@@ -29,6 +29,8 @@ struct AccessControlTests {
         #expect(group.allows(Peer(pid: 1, uid: 4242, gid: 65534), "a"))
         #expect(!group.allows(Peer(pid: 1, uid: 4242, gid: 65534), "b"))
         #expect(!group.allows(Peer(pid: 1, uid: 4242, gid: 4242), "a"))
+        #expect(group.allows(Peer(pid: 1, uid: 4242, gid: 4242, groups: [10, 65534]), "a"), "the group among its supplementary groups")
+        #expect(!group.allows(Peer(pid: 1, uid: 4242, gid: 4242, groups: [10, 65534]), "b"))
 
         let users = try load(["a": #"["uid:nobody", "gid:65534"]"#])
         #expect(users.socketMode.mode == 0o666)
