@@ -44,8 +44,11 @@ let package = Package(
         // Headers only (libc): epoll, accept4 and malloc_trim for the agent's socket server, which
         // Swift's Glibc module does not show (see shim.h).
         .systemLibrary(name: "CAgentIO"),
+        // The machine agent (Documentation/Agent.md): the socket loops, the protocol, access control,
+        // token files, re-authorization, systemd and metrics. `authflow agent` runs it.
+        .target(name: "AuthflowAgent", dependencies: ["OAuthFlow", "CAgentIO"], swiftSettings: strictSettings),
         // Not OAuthFlowTesting: that links FoundationNetworking, which `authflow token` must not load.
-        .target(name: "AuthflowCLI", dependencies: ["OAuthFlow", "OAuthFlowPostgres", "CAgentIO"], swiftSettings: strictSettings),
+        .target(name: "AuthflowCLI", dependencies: ["OAuthFlow", "OAuthFlowPostgres", "AuthflowAgent"], swiftSettings: strictSettings),
         .executableTarget(
             name: "authflow",
             dependencies: ["AuthflowCLI"],
@@ -54,7 +57,12 @@ let package = Package(
         .testTarget(
             name: "AuthflowCLITests",
             // "authflow" is listed so that `swift test` builds the binary the Process tests run.
-            dependencies: ["AuthflowCLI", "authflow", "TestSupport", "OAuthFlow", "OAuthFlowTesting"],
+            dependencies: ["AuthflowCLI", "AuthflowAgent", "authflow", "TestSupport", "OAuthFlow", "OAuthFlowTesting"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "AuthflowAgentTests",
+            dependencies: ["AuthflowAgent", "OAuthFlow", "OAuthFlowTesting", "TestSupport"],
             swiftSettings: strictSettings
         ),
         .executableTarget(

@@ -31,14 +31,14 @@ if grep -E "(warning|error):" "$log" | grep -v "^warning: unable to find|plugin"
 fi
 rm -f "$log"
 
-# The library, the fleet store, the CLI and the benchmark build on FoundationEssentials alone: no
+# The library, the fleet store, the agent, the CLI and the benchmark build on FoundationEssentials alone: no
 # object of theirs may reference swift-corelibs-foundation (module `Foundation`: Thread,
 # CharacterSet, String(format:), Process, …), which would link all of Foundation, CoreFoundation
 # and ICU into every executable (78 MB instead of 29 MB, twice the start-up relocations). Mangled
 # Swift names spell the module as `10Foundation`; FoundationEssentials is `20FoundationEssentials`.
 bin=$(swift build --show-bin-path)
 corelibs=""
-for target in OAuthFlow OAuthFlowPostgres AuthflowCLI authflow oauthflow_bench; do
+for target in OAuthFlow OAuthFlowPostgres AuthflowAgent AuthflowCLI authflow oauthflow_bench; do
     objects=("$bin/$target.build"/*.o)
     [ -e "${objects[0]}" ] || { echo "lint: no objects in $bin/$target.build"; exit 1; }
     found=$(nm -u "${objects[@]}" 2>/dev/null | sed 's/.* U //' | grep -E '(^\$s|[^0-9])10Foundation' | sort -u || true)

@@ -2,7 +2,7 @@
 // its runs in Documentation/PerformanceLog.md):
 //
 // `diag-assertion`: one whole client assertion for a token request (header and claims, a fresh
-// `jti`, the signature, base64url, the form fields: ClientAssertionDiagnostics.fields(), which runs
+// `jti`, the signature, base64url, the form fields: AssertionProbe.fields(), which runs
 // AssertionAuthenticator.fields, the code every private_key_jwt request runs) against a bare
 // EVP_MD_CTX_new + EVP_DigestSignInit + EVP_DigestSign + EVP_MD_CTX_free of the same signing input
 // with the same key, through the benchmark's own libcrypto table. ES256, RS256 (RSA-2048) and EdDSA;
@@ -56,11 +56,49 @@ func assertionBenchMode(_ mode: String) -> Int32? {
     return status.load(ordering: .relaxed)
 }
 
+/// The per-request path of an assertion method (`AssertionAuthenticator.fields(endpoint:now:)`,
+/// what every token request with `private_key_jwt` runs), and the signing input of one assertion
+/// for the bare-signature baseline.
+struct AssertionProbe: Sendable {
+    private let authenticator: AssertionAuthenticator
+    private let endpoint: URL
+
+    /// The authenticator `provider` gets, for requests to its token endpoint.
+    /// - Throws: ``OAuthError`` `.configuration` when the provider does not sign assertions.
+    init(provider: Provider) throws(OAuthError) {
+        guard let authenticator = try AssertionAuthenticator(provider: provider), let endpoint = provider.tokenURL else {
+            throw OAuthError(.configuration, message: "the provider signs no client assertions, or has no token endpoint")
+        }
+        self.authenticator = authenticator
+        self.endpoint = endpoint
+    }
+
+    /// One fresh assertion and its form fields, as a token request makes them; the fields' total length.
+    func fields() async throws(OAuthError) -> Int {
+        try await authenticator.fields(endpoint: endpoint, now: Date()).reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count }
+    }
+
+    /// The signing input of one assertion (its header and claims, with their own `jti`): the
+    /// `client_assertion` a request carries, without its signature.
+    func signingInput() async throws(OAuthError) -> [UInt8] {
+        let fields = try await authenticator.fields(endpoint: endpoint, now: Date())
+        guard let assertion = fields.first(where: { $0.0 == "client_assertion" })?.1 else {
+            throw OAuthError(.configuration, message: "no client_assertion among the fields")
+        }
+        return jwsSigningInput(assertion)
+    }
+}
+
+/// `header.payload` of a compact JWS: what its signature signs.
+func jwsSigningInput(_ compact: String) -> [UInt8] {
+    Array(compact.utf8.prefix { $0 != UInt8(ascii: ".") }) + Array(".".utf8) + Array(compact.split(separator: ".")[1].utf8)
+}
+
 /// The process's CPU time (every thread), ns.
 private func processCPUNs() -> UInt64 { clockNs(CLOCK_PROCESS_CPUTIME_ID) }
 
 /// A key for the bare baseline: decoded by the benchmark's own libcrypto table from the PEM's DER.
-private final class BareSigner {
+final class BareSigner {
     let api: UnsafeMutablePointer<c_oauthflow_crypto_api>
     let key: OpaquePointer
     let digest: OpaquePointer?
@@ -97,7 +135,7 @@ private final class BareSigner {
 }
 
 /// The directory holding es256.pem, rs256.pem and eddsa.pem: BENCH_CLIENT_KEY_DIR, or one made now.
-private func assertionKeyDirectory() -> String? {
+func assertionKeyDirectory() -> String? {
     let given = Config.env("BENCH_CLIENT_KEY_DIR", "")
     if !given.isEmpty { return given }
     var template = Array("/tmp/oauthflow-bench-keys-XXXXXX".utf8CString)
@@ -128,7 +166,7 @@ func runDiagAssertion(_ config: Config) async -> Int32 {
     let url = URL(string: "https://login.example.com/oauth2/v2.0/token")!
     for (label, file, digestName, count) in [("es256", "es256.pem", "SHA256", n), ("rs256", "rs256.pem", "SHA256", max(1, n / 4)),
                                              ("eddsa", "eddsa.pem", nil, n)] {
-        let whole: ClientAssertionDiagnostics
+        let whole: AssertionProbe
         let bare: BareSigner
         do {
             let path = "\(dir)/\(file)"
@@ -136,7 +174,7 @@ func runDiagAssertion(_ config: Config) async -> Int32 {
             let provider = Provider(
                 id: providerID, tokenURL: url, clientID: "0b6f8e2c-4a1d-4f57-9a3e-bench-client", clientAuthentication: .privateKeyJWT,
                 clientKey: key, clientKeyID: "bench-key-2026-12")
-            whole = try ClientAssertionDiagnostics(provider: provider)
+            whole = try AssertionProbe(provider: provider)
             let pem = String(decoding: try Data(contentsOf: URL(fileURLWithPath: path)), as: UTF8.self)
             guard let signer = withUnsafeMutablePointer(to: &api, { BareSigner(api: $0, pem: pem, digestName: digestName) }) else {
                 warn("diag-assertion \(label): the benchmark's libcrypto cannot read \(path)")
@@ -149,7 +187,7 @@ func runDiagAssertion(_ config: Config) async -> Int32 {
         }
         // The baseline signs what the whole path signs: one assertion's signing input (its own jti).
         let input: [UInt8]
-        do { input = try whole.signingInput() } catch {
+        do { input = try await whole.signingInput() } catch {
             warn("diag-assertion \(label): \(error)")
             return 1
         }

@@ -542,11 +542,10 @@ let mode = arguments.count > 1 ? arguments[1] : ""
 if mode == "m5" { exit(runM5()) }
 if let code = assertionBenchMode(mode) { exit(code) }   // diag-assertion (AssertionBench.swift)
 
-let asyncModes: Set<String> = ["m1", "m2", "m3", "m4", "diag-m2", "diag-m2-easy", "diag-seq", "diag-transports", "diag-authflow-raw", "diag-fleet", "diag-pipeline", "diag-handoffs", "diag-dpop-m3"]
+let asyncModes: Set<String> = ["m1", "m2", "m3", "m4", "diag-m2", "diag-m2-easy", "diag-seq", "diag-transports", "diag-authflow-raw", "diag-fleet", "diag-pipeline", "diag-handoffs", "diag-dpop-m3", "diag-dpop"]
 if mode == "pkce" { exit(runPKCE(Config.load())) }
 if mode == "diag-pkce" { exit(runDiagPKCE(Config.load())) }
 if mode == "diag-idtoken" { exit(runDiagIDToken(Config.load())) }
-if mode == "diag-dpop" { exit(runDiagDPoP(Config.load())) }
 guard asyncModes.contains(mode) else {
     warn("mode \"\(mode)\" is not supported (modes: m1 m2 m3 m4 pkce m5 diag-m2 diag-m2-easy diag-seq diag-transports diag-authflow-raw diag-fleet diag-pipeline diag-handoffs diag-pkce diag-idtoken diag-dpop diag-dpop-m3)")
     exit(3)
@@ -573,6 +572,7 @@ Task.detached { [mode] in
     case "diag-pipeline": code = await runDiagPipeline(config)
     case "diag-handoffs": code = await runDiagHandoffs(config)
     case "diag-dpop-m3": code = await runDiagDPoPM3(config)   // DPoPTransport.swift
+    case "diag-dpop": code = await runDiagDPoP(config)   // Diagnostics.swift
     default: code = await runDiagSequential(config)
     }
     status.store(code, ordering: .relaxed)

@@ -1,3 +1,4 @@
+public import AuthflowAgent
 import OAuthFlow
 
 /// A parsed command line.

@@ -2,7 +2,7 @@
 #define C_AUTHFLOW_AGENT_IO_H
 
 /*
- * The Linux calls `authflow agent`'s socket server (Sources/AuthflowCLI/AgentServer.swift) needs
+ * The Linux calls `authflow agent`'s socket server (Sources/AuthflowAgent/SocketLoop*.swift) needs
  * that Swift's Glibc module does not show: <sys/epoll.h> is not in it, struct epoll_event is packed
  * on x86-64, and accept4(2) and malloc_trim(3) are declared only under _GNU_SOURCE (the Glibc
  * module is built without it). Headers only: everything here is in libc.
@@ -81,8 +81,5 @@ static inline int c_authflow_agent_usable_cpus(void) {
     for (int index = 0; index < 16; index++) count += __builtin_popcountll(mask[index]);
     return count;
 }
-
-/* Caps the number of malloc arenas (mallopt(M_ARENA_MAX, count)); 1 on success. */
-static inline int c_authflow_agent_arena_max(int count) { return mallopt(M_ARENA_MAX, count); }
 
 #endif

@@ -1,4 +1,5 @@
 import Foundation
+@testable import AuthflowAgent
 @testable import AuthflowCLI
 import Glibc
 import OAuthFlow
@@ -607,87 +608,6 @@ struct AgentTests {
         #expect(throws: UsageError.self) { try Authflow.parse(["agent", "--socket", "relative.sock"]) }
         #expect(throws: UsageError.self) { try Authflow.parse(["agent", "--client-timeout", "0"]) }
         #expect(throws: UsageError.self) { try Authflow.parse(["agent", "extra"]) }
-    }
-
-    @Test("protocol requests: token, metrics, and what is refused", arguments: [
-        (#"{"v":1,"token":"gh"}"#, "token gh"),
-        (#"{"token":"gh"}"#, "token gh"),
-        (#"{"v":1,"metrics":true}"#, "metrics"),
-        (#"{"v":1,"token":"../etc"}"#, "invalid_request"),
-        (#"{"v":1}"#, "invalid_request"),
-        (#"{"v":"1","token":"gh"}"#, "unsupported_version"),
-        ("\u{00}", "invalid_request"),
-    ])
-    func requests(line: String, expected: String) {
-        switch AgentProtocol.parse(Array(line.utf8)) {
-        case .success(.token(let provider)): #expect("token \(provider)" == expected)
-        case .success(.metrics): #expect("metrics" == expected)
-        case .failure(let failure): #expect(failure.code == expected)
-        }
-    }
-
-    @Test("the plain token request is read without the JSON parser, with the parser's result; every other shape goes to the parser", arguments: [
-        (#"{"v":1,"token":"gh"}"#, true),
-        (#"{"v":1,"token":"p1"}"# + "\r", true),
-        (#"{"v":1,"token":"a.b_c-D9"}"#, true),
-        (#"{"v":1,"token":".hidden"}"#, false),
-        (#"{"v":1,"token":""}"#, false),
-        (#"{"v":1,"token":"g\u0068"}"#, false),
-        (#"{"v":1,"token":"a\"b"}"#, false),
-        (#"{"v":1,"token":"gh"} "#, false),
-        (#"{"v":1,"token":"gh","v":2}"#, false),
-        (#"{"v":1,"token":"gh"}{"v":1,"token":"x"}"#, false),
-        (#"{"v":1, "token":"gh"}"#, false),
-        (#"{"v":1,"token":""# + String(repeating: "a", count: 129) + #""}"#, false),
-        (#"{"v":1,"token":""# + String(repeating: "a", count: 128) + #""}"#, true),
-    ])
-    func plainTokenRequest(line: String, plain: Bool) {
-        var bytes = Array(line.utf8)
-        if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
-        let fast = AgentProtocol.plainTokenRequest(bytes)
-        #expect((fast != nil) == plain)
-        let full = AgentProtocol.parseDocument(bytes)
-        #expect(AgentProtocol.parse(Array(line.utf8)) == full, "parse and the parser agree")
-        if let fast { #expect(full == .success(.token(provider: fast))) }
-    }
-
-    @Test("agentAllow: uids and groups resolved at load; the socket mode follows (0600, 0660 with the group, 0666); unknown names stop the load")
-    func accessLists() throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        func load(_ lists: [String: String]) throws(CLIError) -> AgentAccess {
-            try? directory.writeCatalog(lists.keys.sorted().map { id in
-                #"{ "id": "\#(id)", "clientID": "c", "tokenURL": "http://127.0.0.1:9/token", "agentAllow": \#(lists[id]!) }"#
-            })
-            return try AgentAccess.load(directory.config, agentUID: 1000)
-        }
-        let none = try load([:])
-        #expect(none.socketMode.mode == 0o600 && none.socketMode.group == nil)
-        #expect(none.allows(Peer(pid: 1, uid: 1000, gid: 1000), "a"))
-        #expect(!none.allows(Peer(pid: 1, uid: 0, gid: 0), "a"), "not even root, unless listed")
-
-        let group = try load(["a": #"["group:nogroup"]"#, "b": "[]"])
-        #expect(group.socketMode.mode == 0o660 && group.socketMode.group == 65534)
-        #expect(group.allows(Peer(pid: 1, uid: 4242, gid: 65534), "a"))
-        #expect(!group.allows(Peer(pid: 1, uid: 4242, gid: 65534), "b"))
-        #expect(!group.allows(Peer(pid: 1, uid: 4242, gid: 4242), "a"))
-
-        let users = try load(["a": #"["uid:nobody", "gid:65534"]"#])
-        #expect(users.socketMode.mode == 0o666)
-        #expect(users.allows(Peer(pid: 1, uid: 65534, gid: 1), "a"))
-
-        for bad in [#"["uid:no-such-user-\#(UUID().uuidString.prefix(6))"]"#, #"["group:no-such-group-x1"]"#, #"["everyone"]"#, #"["host:x"]"#, #""uid:1""#, "[1]"] {
-            #expect(throws: CLIError.self, "\(bad)") { try load(["a": bad]) }
-        }
-    }
-
-    @Test("metrics: label values from servers are escaped and bounded")
-    func metricsEscaping() {
-        var status = RefreshScheduler.Status()
-        status.failures = ["bad\"code\\\n\u{07}": 1]
-        let text = AgentMetrics.render(["p": status], now: Date(timeIntervalSince1970: 0), started: Date(timeIntervalSince1970: 5))
-        #expect(text.contains(#"authflow_refresh_failures_total{provider="p",error="bad\"code\\\n"} 1"#))
-        #expect(text.contains("authflow_agent_start_time_seconds 5\n"))
     }
 }
 

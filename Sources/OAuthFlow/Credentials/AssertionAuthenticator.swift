@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+package import FoundationEssentials
 #else
-import Foundation
+package import Foundation
 #endif
 
 /// Authenticates the client with a fresh signed assertion on every request: `private_key_jwt`
@@ -10,7 +10,7 @@ import Foundation
 /// Built once per provider from its configuration (the key is already loaded and checked); each
 /// call of ``fields(endpoint:now:)`` signs a new assertion for that endpoint. Nothing is kept
 /// between calls.
-struct AssertionAuthenticator: Sendable {
+package struct AssertionAuthenticator: Sendable {
     let clientID: String
     let signer: any ClientAssertionSigner
     let algorithm: SigningAlgorithm
@@ -22,7 +22,7 @@ struct AssertionAuthenticator: Sendable {
     /// The authenticator for `provider`, or nil when its method is not an assertion method.
     /// - Throws: ``OAuthError`` `.configuration` when the provider lacks what its method needs
     ///   (``Provider/validate()`` refuses the same providers first).
-    init?(provider: Provider) throws(OAuthError) {
+    package init?(provider: Provider) throws(OAuthError) {
         switch provider.clientAuthentication {
         case .privateKeyJWT:
             guard let signer = provider.clientKey, let algorithm = provider.effectiveClientAssertionAlgorithm else {
@@ -51,7 +51,7 @@ struct AssertionAuthenticator: Sendable {
     /// `client_id`, `client_assertion_type` and a fresh `client_assertion` for a request to `endpoint`.
     /// - Throws: ``OAuthError`` as the signer throws; `.configuration` for an `issuer` audience
     ///   without an issuer.
-    func fields(endpoint: URL, now: Date) async throws(OAuthError) -> [(String, String)] {
+    package func fields(endpoint: URL, now: Date) async throws(OAuthError) -> [(String, String)] {
         let parameters = ClientAssertion.Parameters(
             clientID: clientID, audience: try audience.value(endpoint: endpoint, issuer: issuer), algorithm: algorithm, keyID: keyID,
             certificateThumbprint: certificateThumbprint)

@@ -132,36 +132,3 @@ final class ClientSecretSigner: ClientAssertionSigner {
         return try HMACVerifier.mac(algorithm.jws, key: key, data: input)
     }
 }
-
-/// For `oauthflow-bench diag-assertion` (Documentation/Performance.md): the per-request path of an
-/// assertion method (``AssertionAuthenticator/fields(endpoint:now:)``, what every token request with
-/// `private_key_jwt` runs), and the signing input of one assertion for a bare-signature baseline.
-package struct ClientAssertionDiagnostics: Sendable {
-    private let authenticator: AssertionAuthenticator
-    private let endpoint: URL
-
-    /// The authenticator `provider` gets, for requests to its token endpoint.
-    /// - Throws: ``OAuthError`` `.configuration` when the provider does not sign assertions.
-    package init(provider: Provider) throws(OAuthError) {
-        guard let authenticator = try AssertionAuthenticator(provider: provider), let endpoint = provider.tokenURL else {
-            throw OAuthError(.configuration, message: "the provider signs no client assertions, or has no token endpoint")
-        }
-        self.authenticator = authenticator
-        self.endpoint = endpoint
-    }
-
-    /// One fresh assertion and its form fields, as a token request makes them; the fields' total length.
-    /// - Throws: ``OAuthError`` as ``AssertionAuthenticator/fields(endpoint:now:)`` throws.
-    package func fields() async throws(OAuthError) -> Int {
-        try await authenticator.fields(endpoint: endpoint, now: Date()).reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count }
-    }
-
-    /// The signing input of one assertion (header and claims, with a fresh `jti`).
-    /// - Throws: ``OAuthError`` `.crypto` when no random bytes can be had.
-    package func signingInput() throws(OAuthError) -> [UInt8] {
-        let parameters = ClientAssertion.Parameters(
-            clientID: authenticator.clientID, audience: try authenticator.audience.value(endpoint: endpoint, issuer: authenticator.issuer),
-            algorithm: authenticator.algorithm, keyID: authenticator.keyID, certificateThumbprint: authenticator.certificateThumbprint)
-        return Array(try ClientAssertion.signingInput(parameters, now: Date()).utf8)
-    }
-}

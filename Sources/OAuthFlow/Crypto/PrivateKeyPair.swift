@@ -123,12 +123,6 @@ final class PrivateKeyPair: Sendable {
         return raw
     }
 
-    /// `EVP_DigestSign` of `input` alone (DER for ECDSA, no JWS conversion): the baseline the
-    /// benchmark's `diag-dpop` compares a whole DPoP proof with.
-    func bareDigestSign(_ algorithm: JWSAlgorithm, input: [UInt8]) throws(OAuthError) -> [UInt8] {
-        try DigestContext().sign(key: pair, digest: algorithm == .edDSA ? nil : algorithm.hash, pss: algorithm.isPSS, message: input)
-    }
-
     /// The public half's JWK members (RFC 7517 §4, RFC 7518 §6, RFC 8037 §2), in RFC 7638 order.
     /// - Throws: ``OAuthError`` `.crypto` when OpenSSL cannot export a parameter.
     func publicJWKMembers() throws(OAuthError) -> [(String, String)] {

@@ -107,11 +107,6 @@ final class DPoPKey: DPoPSigner, Codable, CustomStringConvertible, CustomDebugSt
         try pair.sign(algorithm.jws, signingInput: input)
     }
 
-    /// The bare `EVP_DigestSign` of `input` (the benchmark's baseline).
-    func bareDigestSign(_ input: [UInt8]) throws(OAuthError) -> [UInt8] {
-        try pair.bareDigestSign(algorithm.jws, input: input)
-    }
-
     /// The public key's required JWK members.
     func publicKeyJWK() throws(OAuthError) -> [String: String] {
         Dictionary(try pair.publicJWKMembers(), uniquingKeysWith: { first, _ in first })
@@ -149,36 +144,4 @@ final class DPoPKey: DPoPSigner, Codable, CustomStringConvertible, CustomDebugSt
     var description: String { "DPoPKey(\(algorithm.rawValue))" }
     var debugDescription: String { description }
     var customMirror: Mirror { Mirror(self, children: ["algorithm": algorithm.rawValue], displayStyle: .class) }
-}
-
-/// For `oauthflow-bench diag-dpop` (Documentation/Performance.md): one DPoP proof against a bare
-/// `EVP_DigestSign` of the same signing input, with a key made for the run.
-package final class DPoPDiagnostics: Sendable {
-    private let prover: DPoPProver
-    private let key: DPoPKey
-    private let url = URL(string: "https://api.example.com/v1/invoices")!
-    private let token = Secret("bench-access-token-0123456789abcdef")
-    /// The signing input of one proof, for the baseline.
-    package let signingInput: [UInt8]
-
-    /// A fresh key for `algorithm` (`ES256`, `EdDSA`, …).
-    /// - Throws: ``OAuthError`` `.configuration` for another name; `.crypto` when OpenSSL fails.
-    package init(algorithm name: String) throws(OAuthError) {
-        guard let algorithm = SigningAlgorithm(rawValue: name), DPoPProof.algorithms.contains(algorithm) else {
-            throw OAuthError(.configuration, message: "not a DPoP algorithm: \(name)")
-        }
-        key = try DPoPKey.generate(algorithm)
-        prover = DPoPProver(key)
-        let proof = try prover.proofNow(method: "GET", url: url, nonce: nil, accessToken: token, now: Date()).reveal()
-        signingInput = Array(proof.utf8.prefix { $0 != UInt8(ascii: ".") }) + Array(".".utf8)
-            + Array(proof.split(separator: ".")[1].utf8)
-    }
-
-    /// One whole proof for a resource request (claims, `jti`, `ath`, signature, encoding); its length.
-    package func proof() -> Int {
-        ((try? prover.proofNow(method: "GET", url: url, nonce: nil, accessToken: token, now: Date()))?.reveal().utf8.count) ?? 0
-    }
-
-    /// `EVP_DigestSign` of ``signingInput`` alone; the signature's length.
-    package func bareSign() -> Int { ((try? key.bareDigestSign(signingInput))?.count) ?? 0 }
 }

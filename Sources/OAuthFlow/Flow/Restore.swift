@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-package import FoundationEssentials
+public import FoundationEssentials
 #else
-package import Foundation
+public import Foundation
 #endif
 
 // What the store holds: restoring it, reading and decoding entries, saving one.
@@ -54,10 +54,16 @@ extension AuthFlow {
 
     /// What ``tokenSet(for:)`` would answer from memory right after ``restore()`` read `data`
     /// (the bytes of `key`'s stored entry): the set, when it is fresh at `now` by the same rule
-    /// (``RenewalTiming``: expiry minus `refreshMargin`, at most a third of the lifetime); nil when it needs a
-    /// renewal. For `authflow token`, which answers a fresh token without making a flow.
+    /// (expiry minus the renewal margin: `refreshMargin`, at most a third of the lifetime); nil when it
+    /// needs a renewal.
+    ///
+    /// For a short-lived process that answers a fresh token without making a flow (`authflow
+    /// token`), or one that looks at a store other processes write (whether a login is stored
+    /// already): read the entry with ``SecretStore/load(_:)``, and on nil make an ``AuthFlow`` and
+    /// call ``tokenSet(for:)``, which renews. Check ``TokenSet/needsReauthorization`` before using
+    /// the set for a person's grant.
     /// - Throws: ``OAuthError`` `.storage` as ``restore()`` would report for the entry.
-    package static func freshStoredSet(
+    public static func freshStoredSet(
         _ data: Data, key: String, now: Date, refreshMargin: TimeInterval = Options.defaultRefreshMargin
     ) throws(OAuthError) -> TokenSet? {
         let set = try decodeStored(data, key: key)

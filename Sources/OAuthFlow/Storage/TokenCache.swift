@@ -30,7 +30,7 @@ final class TokenCache: Sendable {
         private let entry = Mutex<Entry?>(nil)
         /// How many times ``store(_:)`` has replaced the entry: raised under the entry's lock, so
         /// a version read with an entry belongs to it, and read without the lock by
-        /// ``TokenStamp/isCurrent``.
+        /// ``AuthFlow/TokenStamp/isCurrent``.
         private let version = Atomic<UInt64>(0)
 
         /// The access token while `now` (seconds since 1970) is before the renewal time.

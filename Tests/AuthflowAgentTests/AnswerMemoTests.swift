@@ -1,12 +1,12 @@
 import Foundation
-@testable import AuthflowCLI
+@testable import AuthflowAgent
 import OAuthFlow
 import OAuthFlowTesting
 import Synchronization
 import Testing
 
 /// `AgentServer.Memo`: the token answers a socket loop gives the agent's own uid again without
-/// asking the responder, and what makes it stop (Documentation/Agent.md, "Limits").
+/// asking the responder, and what makes it stop (Documentation/Agent.md, "Design").
 @Suite("The socket loops' remembered answers", .timeLimit(.minutes(1)))
 struct AgentMemoTests {
     /// The flow's clock: set by the test.

@@ -48,7 +48,7 @@ struct AgentAccess: Sendable, Equatable {
     /// Reads the `agentAllow` lists of the catalog at `url`.
     /// - Throws: a message naming the provider and the entry that is not understood or names
     ///   nobody known.
-    static func load(_ url: URL, agentUID: UInt32) throws(CLIError) -> AgentAccess {
+    static func load(_ url: URL, agentUID: UInt32) throws(AgentError) -> AgentAccess {
         var access = AgentAccess(agentUID: agentUID)
         let root: JSONValue
         do {

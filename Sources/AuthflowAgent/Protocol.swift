@@ -12,9 +12,9 @@ import OAuthFlow
 ///   (`expires_at`: seconds since 1970, or null);
 /// - `{"v":1,"metrics":true}` → `{"v":1,"metrics":"# HELP …"}` (Prometheus text);
 /// - any failure → `{"v":1,"error":"CODE","recovery":"…","message":"…"}`.
-enum AgentProtocol {
+package enum AgentProtocol {
     /// The version this agent speaks.
-    static let version = 1
+    package static let version = 1
 
     /// What a client asked.
     enum Request: Equatable {
@@ -89,8 +89,8 @@ enum AgentProtocol {
             self.recovery = recovery
         }
 
-        /// The failure of a library call.
-        init(_ error: OAuthError) {
+        /// The failure of a library call; `message` explains it (``AgentHost/explain``).
+        init(_ error: OAuthError, message: String) {
             self.code = error.response?.code.rawValue ?? snakeCase(error.code.description)
             switch error.recovery {
             case .retryLater: recovery = "retry_later"
@@ -98,11 +98,11 @@ enum AgentProtocol {
             case .fixConfiguration: recovery = "fix_configuration"
             case .none: recovery = "none"
             }
-            message = Context.explain(error)
+            self.message = message
         }
 
         var line: String {
-            JSONValue.line([("v", .int(version)), ("error", .string(code)), ("recovery", .string(recovery)), ("message", .string(message))])
+            AgentProtocol.line([("v", .number("\(version)")), ("error", .string(code)), ("recovery", .string(recovery)), ("message", .string(message))])
         }
     }
 
@@ -113,16 +113,32 @@ enum AgentProtocol {
 
     /// The answer to a token request.
     static func token(_ set: TokenSet) -> String {
-        let expiry: JSONValue = set.expiresAt.map { .int(Timestamps.wholeSeconds($0.timeIntervalSince1970.rounded())) } ?? .null
-        return JSONValue.line([
-            ("v", .int(version)), ("access_token", .string(set.accessToken.reveal())), ("token_type", .string(set.tokenType)),
-            ("expires_at", expiry), ("scopes", .strings(set.scopes)),
+        let expiry: JSONValue = set.expiresAt.map { .number("\(wholeSeconds($0.timeIntervalSince1970.rounded()))") } ?? .null
+        return line([
+            ("v", .number("\(version)")), ("access_token", .string(set.accessToken.reveal())), ("token_type", .string(set.tokenType)),
+            ("expires_at", expiry), ("scopes", .array(set.scopes.map(JSONValue.string))),
         ])
     }
 
     /// The answer to a metrics request.
     static func metrics(_ text: String) -> String {
-        JSONValue.line([("v", .int(version)), ("metrics", .string(text))])
+        line([("v", .number("\(version)")), ("metrics", .string(text))])
+    }
+
+    /// One answer line: an object with its members in the order given (`"v"` first), and a newline.
+    static func line(_ members: [(String, JSONValue)]) -> String { JSONValue.text(orderedMembers: members) + "\n" }
+
+    /// `interval` as whole seconds, clamped to ±10^15 and 0 for NaN, so no expiry a server chose
+    /// can trap the conversion to `Int`.
+    static func wholeSeconds(_ interval: Double) -> Int {
+        guard interval.isFinite else { return 0 }
+        return Int(min(max(interval, -1e15), 1e15))
+    }
+
+    /// Whether `token` is only visible ASCII (0x21–0x7E), so no answer puts a space, a control
+    /// character or a line break into a client's header line.
+    static func isHeaderSafe(_ token: Secret) -> Bool {
+        token.reveal().utf8.allSatisfy { (0x21...0x7E).contains($0) }
     }
 }
 
@@ -137,4 +153,17 @@ func snakeCase(_ name: String) -> String {
         }
     }
     return out
+}
+
+/// The catalog's rule for ids: 1 to 128 of `A-Z a-z 0-9 . _ -`, not starting with a dot.
+package func isProviderID(_ id: String) -> Bool {
+    guard (1...128).contains(id.utf8.count), !id.hasPrefix(".") else { return false }
+    return id.utf8.allSatisfy(isProviderIDByte)
+}
+
+/// True for a byte a provider id may hold: an ASCII letter or digit, `.`, `_` or `-`.
+func isProviderIDByte(_ byte: UInt8) -> Bool {
+    (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+        || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_")
+        || byte == UInt8(ascii: "-")
 }

@@ -1,10 +1,28 @@
 import Glibc
-import OAuthFlow
+package import OAuthFlow
 
 /// What the agent says to systemd and takes from it, without libsystemd: the `sd_notify`
-/// datagrams (`READY=1`, `STATUS=…`, `RELOADING=1`, `STOPPING=1`, `WATCHDOG=1`) and socket
-/// activation (`LISTEN_FDS`), as systemd.exec(5), sd_notify(3) and sd_listen_fds(3) describe them.
-enum Systemd {
+/// datagrams (`READY=1`, `STATUS=…`, `RELOADING=1`, `STOPPING=1`, `WATCHDOG=1`), socket
+/// activation (`LISTEN_FDS`) and the store key as a credential (`LoadCredential=`), as
+/// systemd.exec(5), sd_notify(3) and sd_listen_fds(3) describe them.
+package enum Systemd {
+    /// The name of the systemd credential (`LoadCredential=authflow-store-key:/path`) that holds the store key.
+    static let storeKeyCredential = "authflow-store-key"
+
+    /// The store key from `$CREDENTIALS_DIRECTORY/authflow-store-key` when that file exists; nil
+    /// otherwise. The caller asks only when no key file is named otherwise.
+    /// - Throws: ``AgentError`` `.data` naming the file and the reason (never the key).
+    package static func storeKeyCredential(environment: [String: String]) throws(AgentError) -> EntryEncryption? {
+        guard let directory = environment["CREDENTIALS_DIRECTORY"], directory.hasPrefix("/"),
+              access(directory + "/" + storeKeyCredential, F_OK) == 0
+        else { return nil }
+        do {
+            return EntryEncryption(key: try StoreKey(systemdCredential: storeKeyCredential, environment: environment))
+        } catch {
+            throw .data(error.message ?? error.description)
+        }
+    }
+
     /// Sends `message` (lines of `NAME=value`) to `$NOTIFY_SOCKET`; false when it is not set or
     /// the datagram could not be sent. A path starting with `@` is an abstract socket.
     @discardableResult
@@ -31,7 +49,7 @@ enum Systemd {
     /// `LISTEN_PID` is this process; it is made non-blocking and close-on-exec, and the variables
     /// are removed so that no child takes them for its own.
     /// - Throws: a message when the descriptor passed is not a listening Unix stream socket.
-    static func activatedListener(environment: [String: String]) throws(CLIError) -> FileDescriptor? {
+    static func activatedListener(environment: [String: String]) throws(AgentError) -> FileDescriptor? {
         guard let pid = environment["LISTEN_PID"].flatMap({ Int32($0) }), pid == getpid(),
               let count = environment["LISTEN_FDS"].flatMap({ Int($0) }), count >= 1
         else { return nil }

@@ -1,0 +1,213 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Dispatch
+import Glibc
+import OAuthFlow
+import Synchronization
+
+/// Asks a person again when only a person can make a provider usable (a refused refresh token,
+/// no login): one RFC 8628 device authorization per provider at a time, coordinated with the
+/// other agents on the same store, announced through `--notify-command` (Documentation/Agent.md,
+/// "Re-authorization").
+final class Reauthorizer: Sendable {
+    private let host: AgentHost
+    private let notifyCommand: String?
+    private let log: @Sendable (String) -> Void
+    private let tasks = Mutex<[String: Task<Void, Never>]>([:])
+
+    init(host: AgentHost, notifyCommand: String?, log: @escaping @Sendable (String) -> Void) {
+        self.host = host
+        self.notifyCommand = notifyCommand
+        self.log = log
+    }
+
+    /// Starts a device authorization for `id` (once at a time), when the provider has a device endpoint.
+    func start(_ id: String, flow: AuthFlow, scheduler: RefreshScheduler) {
+        guard flow.providers[id]?.deviceAuthorizationURL != nil else {
+            log("\(id): it has no device endpoint, so the agent cannot ask a person; run: authflow login \(id)")
+            return
+        }
+        tasks.withLock { tasks in
+            guard tasks[id] == nil else { return }
+            tasks[id] = Task { [weak self] in
+                await self?.reauthorize(id, flow: flow, scheduler: scheduler)
+                _ = self?.tasks.withLock { $0.removeValue(forKey: id) }
+            }
+        }
+    }
+
+    /// Cancels every running authorization (SIGHUP, SIGTERM).
+    func cancelAll() {
+        let running = tasks.withLock { tasks in
+            defer { tasks = [:] }
+            return Array(tasks.values)
+        }
+        for task in running { task.cancel() }
+    }
+
+    /// Asks a person through a device authorization until one is approved (or the agent stops).
+    ///
+    /// Agents sharing a store (a fleet) ask once: under the store's lock on the provider, an agent
+    /// takes the login (a marker entry `ID.agent-login` naming it, until the code expires) unless
+    /// another agent holds an unexpired one, or a usable login is stored already. The others check
+    /// the store every 15 s and adopt the login when it appears.
+    private func reauthorize(_ id: String, flow: AuthFlow, scheduler: RefreshScheduler) async {
+        var failures = 0
+        var waitingFor: String?
+        while !Task.isCancelled {
+            switch await claimLogin(id) {
+            case .loggedIn:
+                do throws(OAuthError) {
+                    scheduler.adopt(try await flow.tokenSet(for: id))
+                    log("\(id): a login stored by another process is used")
+                    return
+                } catch {}
+            case .elsewhere(let owner, let until):
+                if waitingFor != owner {
+                    log("\(id): \(owner) is asking a person already (until \(Self.iso8601(until))); waiting for its login")
+                    waitingFor = owner
+                }
+            case .claimed:
+                waitingFor = nil
+                do throws(OAuthError) {
+                    let code = try await flow.requestDeviceCode(provider: id)
+                    await markLogin(id, until: code.expiresAt)
+                    log("\(id): a person must approve a login: open \(code.verificationURI.absoluteString) and enter the code "
+                        + "\(code.userCode) (expires \(Self.iso8601(code.expiresAt)))")
+                    notify(code)
+                    _ = try await flow.pollDeviceAuthorization(code)
+                    await releaseLogin(id)
+                    log("\(id): the login was approved")
+                    return
+                } catch {
+                    await releaseLogin(id)
+                    if error.code == .cancelled || Task.isCancelled { return }
+                    failures += 1
+                    let delay = min(60 << min(failures - 1, 4), 900)
+                    log("\(id): the device login failed (\(host.explain(error))); asking again in \(delay) s")
+                    do { try await host.clock.sleep(for: .seconds(delay)) } catch { return }
+                    continue
+                }
+            }
+            do { try await host.clock.sleep(for: .seconds(15)) } catch { return }
+        }
+    }
+
+    // MARK: One login for a fleet
+
+    private enum LoginClaim {
+        case claimed
+        case elsewhere(owner: String, until: Date)
+        case loggedIn
+    }
+
+    /// This agent as a marker names it: `host:pid`.
+    private static let owner: String = {
+        var name = [UInt8](repeating: 0, count: 256)
+        let host = name.withUnsafeMutableBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { gethostname($0.baseAddress!, $0.count - 1) }
+        } == 0 ? String(decoding: name.prefix { $0 != 0 }, as: UTF8.self) : "?"
+        return "\(host):\(getpid())"
+    }()
+
+    private static func loginKey(_ id: String) -> String { id + ".agent-login" }
+
+    /// Takes the provider's login for this agent unless another holds it or a usable login is stored.
+    private func claimLogin(_ id: String) async -> LoginClaim {
+        let store = host.store
+        let now = host.now()
+        let marker = Self.marker(until: now.addingTimeInterval(900))
+        do {
+            return try await store.withExclusiveAccess(to: id) { () async throws(OAuthError) -> LoginClaim in
+                if let data = try await store.load(id), let set = try? AuthFlow.freshStoredSet(data, key: id, now: now), !set.needsReauthorization {
+                    return .loggedIn
+                }
+                if let data = try await store.load(Self.loginKey(id)), let value = try? JSONValue.parse(data),
+                   let owner = value["owner"]?.stringValue, owner != Self.owner,
+                   let until = value["expires_at"]?.integerValue, Double(until) > now.timeIntervalSince1970 {
+                    return .elsewhere(owner: owner, until: Date(timeIntervalSince1970: Double(until)))
+                }
+                try await store.save(marker, for: Self.loginKey(id))
+                return .claimed
+            }
+        } catch {
+            log("\(id): cannot coordinate the login through the store (\(host.explain(error))); asking a person from here")
+            return .claimed
+        }
+    }
+
+    private static func marker(until: Date) -> Data {
+        let seconds = AgentProtocol.wholeSeconds(until.timeIntervalSince1970.rounded())
+        return Data(JSONValue.text(orderedMembers: [("owner", .string(owner)), ("expires_at", .number(String(seconds)))]).utf8 + [0x0A])
+    }
+
+    /// Sets the marker's expiry to the device code's.
+    private func markLogin(_ id: String, until: Date) async {
+        do { try await host.store.save(Self.marker(until: until), for: Self.loginKey(id)) } catch {}
+    }
+
+    /// Removes this agent's marker.
+    private func releaseLogin(_ id: String) async {
+        let store = host.store
+        _ = try? await store.withExclusiveAccess(to: id) { () async throws(OAuthError) in
+            guard let data = try await store.load(Self.loginKey(id)), let value = try? JSONValue.parse(data),
+                  value["owner"]?.stringValue == Self.owner else { return }
+            try await store.delete(Self.loginKey(id))
+        }
+    }
+
+    // MARK: Telling a person
+
+    /// `2026-05-01T12:00:00Z`.
+    static func iso8601(_ date: Date) -> String { date.formatted(Date.ISO8601FormatStyle()) }
+
+    /// Runs `--notify-command` through `/bin/sh -c` with the login's details in its environment
+    /// (never a token or the device code); its output goes to the agent's standard error.
+    private func notify(_ code: DeviceCode) {
+        guard let command = notifyCommand else { return }
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("AUTHFLOW_") || $0.key == "AUTHFLOW_AGENT" }
+        environment["AUTHFLOW_PROVIDER"] = code.providerID
+        environment["AUTHFLOW_VERIFICATION_URI"] = code.verificationURI.absoluteString
+        environment["AUTHFLOW_VERIFICATION_URI_COMPLETE"] = code.verificationURIComplete?.absoluteString ?? ""
+        environment["AUTHFLOW_USER_CODE"] = code.userCode
+        environment["AUTHFLOW_EXPIRES_AT"] = Self.iso8601(code.expiresAt)
+        environment["AUTHFLOW_EXPIRES_IN"] = String(code.expiresIn)
+        guard Self.spawn(["/bin/sh", "-c", command], environment: environment) else {
+            log("cannot run the notify command")
+            return
+        }
+    }
+
+    /// Starts `arguments` with `environment`, `/dev/null` as input and standard error as output;
+    /// reaped by a thread of its own (`waitpid` blocks, so not on a thread of the concurrency runtime).
+    static func spawn(_ arguments: [String], environment: [String: String]) -> Bool {
+        var actions = posix_spawn_file_actions_t()
+        guard posix_spawn_file_actions_init(&actions) == 0 else { return false }
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, 2, 1)
+        let argv = arguments.map { strdup($0) } + [nil]
+        let envp = environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            for item in argv { free(item) }
+            for item in envp { free(item) }
+        }
+        var pid: pid_t = 0
+        guard posix_spawn(&pid, arguments[0], &actions, nil, argv, envp) == 0 else { return false }
+        let child = pid
+        let reaping = DetachedThread.start(name: "authflow-reap") {
+            var status: Int32 = 0
+            while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        }
+        if !reaping {   // no thread to be had: reap it at the next chance instead of leaving a zombie for good
+            DispatchQueue.global().async {
+                var status: Int32 = 0
+                while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+            }
+        }
+        return true
+    }
+}
