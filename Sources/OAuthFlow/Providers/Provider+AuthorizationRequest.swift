@@ -30,12 +30,3 @@ extension Provider {
         guard issuer != nil else { throw fail("requestObject", "needs the provider's issuer (the request object's aud, RFC 9101 §4)") }
     }
 }
-
-extension ProviderCatalog.Entry {
-    /// `pushedAuthorization`, `pushedAuthorizationURL` and `requestObject`, set on `provider`.
-    func authorizationRequestOptions(into provider: inout Provider) throws(OAuthError) {
-        provider.pushedAuthorization = try bool("pushedAuthorization") ?? false
-        provider.pushedAuthorizationURL = try endpoint("pushedAuthorizationURL")
-        provider.requestObject = try bool("requestObject") ?? false
-    }
-}
