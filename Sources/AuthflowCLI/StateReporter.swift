@@ -111,8 +111,8 @@ extension OAuthError {
     /// `description`, `recovery` and `exit_code`.
     var jsonFields: [(String, JSONValue)] {
         [
-            ("code", .string(code.description)),
-            ("error", .string(response?.code.rawValue)),
+            ("code", .string(self.code.description)),
+            ("error", .string(self.response?.code.rawValue)),
             ("description", .string(Context.explain(self))),
             ("recovery", .string(recovery.rawValue)),
             ("exit_code", .int(Int(ExitCode(self).rawValue))),

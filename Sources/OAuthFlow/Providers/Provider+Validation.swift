@@ -19,36 +19,36 @@ extension Provider {
     /// - Throws: ``OAuthError`` `.configuration` naming the provider, the key and the reason.
     public func validate() throws(OAuthError) {
         func fail(_ key: String, _ reason: String) -> OAuthError {
-            OAuthError(.configuration, providerID: id, message: "provider \"\(id)\": \(key): \(reason)")
+            OAuthError(.configuration, providerID: self.id, message: "provider \"\(self.id)\": \(key): \(reason)")
         }
-        guard Self.isValidID(id) else {
+        guard Self.isValidID(self.id) else {
             throw fail("id", "must be 1 to 128 characters of letters, digits, '.', '_' or '-', not starting with '.'")
         }
-        guard !clientID.isEmpty else { throw fail("clientID", "must not be empty") }
+        guard !self.clientID.isEmpty else { throw fail("clientID", "must not be empty") }
         let endpoints: [(String, URL?)] = [
-            ("authorizationURL", authorizationURL), ("tokenURL", tokenURL),
-            ("deviceAuthorizationURL", deviceAuthorizationURL), ("revocationURL", revocationURL),
-            ("introspectionURL", introspectionURL), ("userinfoURL", userinfoURL), ("jwksURL", jwksURL),
-            ("endSessionURL", endSessionURL), ("pushedAuthorizationURL", pushedAuthorizationURL),
+            ("authorizationURL", self.authorizationURL), ("tokenURL", self.tokenURL),
+            ("deviceAuthorizationURL", self.deviceAuthorizationURL), ("revocationURL", self.revocationURL),
+            ("introspectionURL", self.introspectionURL), ("userinfoURL", self.userinfoURL), ("jwksURL", self.jwksURL),
+            ("endSessionURL", self.endSessionURL), ("pushedAuthorizationURL", self.pushedAuthorizationURL),
         ]
         for (key, url) in endpoints {
             guard let url else { continue }
             if let reason = Self.endpointProblem(url) { throw fail(key, reason) }
         }
-        if let issuer, let reason = Self.issuerProblem(issuer) { throw fail("issuer", reason) }
-        guard tokenURL != nil || issuer != nil else {
+        if let issuer = self.issuer, let reason = Self.issuerProblem(issuer) { throw fail("issuer", reason) }
+        guard self.tokenURL != nil || self.issuer != nil else {
             throw fail("tokenURL", "is required unless issuer is given (the token endpoint is then discovered)")
         }
-        if let algorithms = idTokenSigningAlgorithms {
+        if let algorithms = self.idTokenSigningAlgorithms {
             guard !algorithms.isEmpty else { throw fail("idTokenSigningAlgorithms", "must name at least one algorithm") }
             for name in algorithms where !Self.signingAlgorithmNames.contains(name) {
                 throw fail("idTokenSigningAlgorithms", "\"\(name)\" is not one of \(Self.signingAlgorithmNames.joined(separator: ", "))")
             }
-            if clientSecret == nil, let hmac = algorithms.first(where: { $0.hasPrefix("HS") }) {
+            if self.clientSecret == nil, let hmac = algorithms.first(where: { $0.hasPrefix("HS") }) {
                 throw fail("idTokenSigningAlgorithms", "\(hmac) needs the client secret as its key, and there is none")
             }
         }
-        if let redirectURI {
+        if let redirectURI = self.redirectURI {
             guard redirectURI.scheme != nil, redirectURI.fragment == nil else {
                 throw fail("redirectURI", "must be an absolute URI without a fragment (RFC 6749 §3.1.2)")
             }
@@ -58,7 +58,7 @@ extension Provider {
         try validateDPoP(fail)
         try validateAuthorizationRequestOptions(fail)
         try validateGrantSettings(fail)
-        for name in authorizationParameters.keys where Self.reservedAuthorizationParameters.contains(name) {
+        for name in self.authorizationParameters.keys where Self.reservedAuthorizationParameters.contains(name) {
             throw fail("authorizationParameters", "\"\(name)\" is set by the flow and cannot be overridden")
         }
     }
