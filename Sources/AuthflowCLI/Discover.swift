@@ -47,13 +47,10 @@ extension Context {
                 + "\"catalog_entry\":\(JSONValue.text(orderedMembers: entry))}\n")
             return .success
         }
-        let endpoints: [(String, URL?)] = [
-            ("authorization", metadata.authorizationEndpoint), ("token", metadata.tokenEndpoint),
-            ("device authorization", metadata.deviceAuthorizationEndpoint), ("userinfo", metadata.userinfoEndpoint),
-            ("revocation", metadata.revocationEndpoint), ("introspection", metadata.introspectionEndpoint),
-            ("end session", metadata.endSessionEndpoint), ("jwks", metadata.jwksURI),
-        ]
-        var rows = endpoints.map { [$0.0, $0.1?.absoluteString ?? "-"] }
+        // Each endpoint under the catalog key that would override it, from the settings table.
+        var rows = ProviderCatalog.settings.compactMap { setting in
+            setting.discovered.map { [setting.key, metadata.document[$0]?.stringValue.map(Self.printable) ?? "-"] }
+        }
         func list(_ values: [String]?) -> String { values.map { $0.map(Self.printable).joined(separator: " ") } ?? "-" }
         rows += [
             ["grant types", list(metadata.grantTypesSupported)],

@@ -8,8 +8,8 @@ extension Provider {
     /// The mutual-TLS identity libcurl presents for this provider: its certificate and key files,
     /// for `tls_client_auth` and `self_signed_tls_client_auth` (RFC 8705 §2); nil otherwise.
     var tlsIdentity: ClientTLSIdentity? {
-        guard clientAuthentication.isMutualTLS, let certificate = clientCertificate,
-              let keyFile = (clientKey as? ClientKey)?.path else { return nil }
+        guard self.clientAuthentication.isMutualTLS, let certificate = self.clientCertificate,
+              let keyFile = (self.clientKey as? ClientKey)?.path else { return nil }
         return ClientTLSIdentity(certificateFile: certificate.path, keyFile: keyFile)
     }
 
@@ -19,10 +19,10 @@ extension Provider {
     /// present the certificate itself.
     func transport(sharing shared: any HTTPTransport) -> any HTTPTransport {
         let identity = tlsIdentity
-        guard caFile != nil || identity != nil, let curl = shared as? CurlTransport else { return shared }
+        guard self.caFile != nil || identity != nil, let curl = shared as? CurlTransport else { return shared }
         return CurlTransport(
             maximumBodySize: curl.maximumBodySize, timeout: curl.timeout, connectTimeout: curl.connectTimeout, proxy: curl.proxy,
-            caFile: caFile.map { URL(fileURLWithPath: $0) } ?? curl.caFile, clientIdentity: identity ?? curl.clientIdentity)
+            caFile: self.caFile.map { URL(fileURLWithPath: $0) } ?? curl.caFile, clientIdentity: identity ?? curl.clientIdentity)
     }
 }
 

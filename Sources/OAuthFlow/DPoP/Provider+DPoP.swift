@@ -8,24 +8,24 @@ extension Provider {
     /// The algorithm DPoP proofs are signed with: ``dpopAlgorithm``, else the ``ClientKey``'s
     /// default when ``dpopKey`` is one, else ES256.
     public var effectiveDPoPAlgorithm: SigningAlgorithm {
-        if let dpopAlgorithm { return dpopAlgorithm }
-        if let key = dpopKey as? ClientKey { return key.defaultAlgorithm }
+        if let dpopAlgorithm = self.dpopAlgorithm { return dpopAlgorithm }
+        if let key = self.dpopKey as? ClientKey { return key.defaultAlgorithm }
         return .es256
     }
 
     /// The DPoP rules: an algorithm of ES256, ES384, EdDSA, PS256 or RS256 that fits a
     /// ``ClientKey``; `dpopAlgorithm` and `dpopKey` only with DPoP on.
     func validateDPoP(_ fail: (String, String) -> OAuthError) throws(OAuthError) {
-        guard dpop != .off else {
-            if dpopAlgorithm != nil { throw fail("dpopAlgorithm", "is used only with \"dpop\": true or \"required\"") }
-            if dpopKey != nil { throw fail("dpopKey", "is used only with \"dpop\": true or \"required\"") }
+        guard self.dpop != .off else {
+            if self.dpopAlgorithm != nil { throw fail("dpopAlgorithm", "is used only with \"dpop\": true or \"required\"") }
+            if self.dpopKey != nil { throw fail("dpopKey", "is used only with \"dpop\": true or \"required\"") }
             return
         }
         let algorithm = effectiveDPoPAlgorithm
         guard DPoPProof.algorithms.contains(algorithm) else {
             throw fail("dpopAlgorithm", "must be one of " + DPoPProof.algorithms.map(\.rawValue).joined(separator: ", ") + " (RFC 9449 §4.2: asymmetric)")
         }
-        if let key = dpopKey as? ClientKey, !key.supports(algorithm) {
+        if let key = self.dpopKey as? ClientKey, !key.supports(algorithm) {
             throw fail("dpopAlgorithm", "\(algorithm.rawValue) does not fit the \(key.kind) DPoP key")
         }
     }

@@ -9,6 +9,7 @@ public import Foundation
 /// Switch on ``code`` to decide; read ``recovery`` for the next step (retry later,
 /// reauthorize, fix the configuration). A server's RFC 6749 §5.2 error body is parsed into
 /// ``response``. `description` never contains a secret, a response body, or a URL query.
+@dynamicMemberLookup
 public struct OAuthError: Error, Sendable, Equatable {
     /// What kind of failure this is; an open set, so new codes break no `switch`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
@@ -91,62 +92,38 @@ public struct OAuthError: Error, Sendable, Equatable {
         case none
     }
 
-    /// What kind of failure.
-    public var code: Code {
-        get { storage.fields.code }
-        set { storage.update { $0.code = newValue } }
+    /// What an error says. Read and set each field on the error itself (`error.code`, `error.message`).
+    public struct Fields: Sendable {
+        /// What kind of failure.
+        public var code: Code
+
+        /// The provider involved, when known.
+        public var providerID: String?
+
+        /// The endpoint the request went to, when one did.
+        public var endpoint: Endpoint?
+
+        /// The HTTP status of the response, when one arrived.
+        public var httpStatus: Int?
+
+        /// The parsed RFC 6749 §5.2 error body, when the server sent one.
+        public var response: ErrorResponse?
+
+        /// A human sentence of context; never holds a secret.
+        public var message: String?
+
+        /// The lower-level error, such as a `URLError` or a POSIX error.
+        public var underlying: (any Error)?
     }
 
-    /// The provider involved, when known.
-    public var providerID: String? {
-        get { storage.fields.providerID }
-        set { storage.update { $0.providerID = newValue } }
-    }
-
-    /// The endpoint the request went to, when one did.
-    public var endpoint: Endpoint? {
-        get { storage.fields.endpoint }
-        set { storage.update { $0.endpoint = newValue } }
-    }
-
-    /// The HTTP status of the response, when one arrived.
-    public var httpStatus: Int? {
-        get { storage.fields.httpStatus }
-        set { storage.update { $0.httpStatus = newValue } }
-    }
-
-    /// The parsed RFC 6749 §5.2 error body, when the server sent one.
-    public var response: ErrorResponse? {
-        get { storage.fields.response }
-        set { storage.update { $0.response = newValue } }
-    }
-
-    /// A human sentence of context; never holds a secret.
-    public var message: String? {
-        get { storage.fields.message }
-        set { storage.update { $0.message = newValue } }
-    }
-
-    /// The lower-level error, such as a `URLError` or a POSIX error.
-    public var underlying: (any Error)? {
-        get { storage.fields.underlying }
-        set { storage.update { $0.underlying = newValue } }
-    }
-
-    /// The fields, behind one reference: every `throws(OAuthError)` call reserves room for the
-    /// error in its caller's async frame, and 8 bytes there instead of 120 keep the frames (one
-    /// set per task in flight) small.
-    private struct Fields: Sendable {
-        var code: Code
-        var providerID: String?
-        var endpoint: Endpoint?
-        var httpStatus: Int?
-        var response: ErrorResponse?
-        var message: String?
-        var underlying: (any Error)?
-    }
-
+    /// The fields behind one reference (``CopyOnWrite``).
     private var storage: CopyOnWrite<Fields>
+
+    /// A field of ``Fields``, read and written on the error: `error.code`, `error.providerID = id`.
+    public subscript<Value>(dynamicMember field: WritableKeyPath<Fields, Value>) -> Value {
+        _read { yield storage[field] }
+        _modify { yield &storage[field] }
+    }
 
     /// Creates an error; library code fills in what it knows.
     public init(
@@ -160,20 +137,20 @@ public struct OAuthError: Error, Sendable, Equatable {
 
     /// What the caller should do next.
     public var recovery: Recovery {
-        switch code {
+        switch self.code {
         case .transport, .timedOut: return .retryLater
         case .httpStatus:
-            guard let status = httpStatus else { return .retryLater }
+            guard let status = self.httpStatus else { return .retryLater }
             return status == 429 || status >= 500 ? .retryLater : .fixConfiguration
         case .serverRejected:
-            switch response?.code {
+            switch self.response?.code {
             case .invalidGrant?, .invalidToken?: return .reauthorize
             case .temporarilyUnavailable?, .serverError?, .slowDown?, .authorizationPending?: return .retryLater
             default: return .fixConfiguration
             }
         case .reauthorizationRequired, .expired, .stateMismatch, .invalidCallback, .idTokenRejected: return .reauthorize
         case .accessDenied, .cancelled: return .none
-        case .invalidResponse: return (httpStatus ?? 200) >= 500 ? .retryLater : .fixConfiguration
+        case .invalidResponse: return (self.httpStatus ?? 200) >= 500 ? .retryLater : .fixConfiguration
         case .storage, .crypto, .configuration: return .fixConfiguration
         default: return .fixConfiguration
         }
@@ -194,16 +171,16 @@ extension OAuthError: CustomStringConvertible, LocalizedError {
     /// message, and the underlying error's type. Never a body, header, URL query, or secret;
     /// control characters are shown escaped (``DisplayText/escape(_:)``).
     public var description: String {
-        var parts = ["OAuthError.\(code)"]
-        if let providerID { parts.append("provider=\(DisplayText.escape(providerID))") }
-        if let endpoint { parts.append("endpoint=\(endpoint.rawValue)") }
-        if let httpStatus { parts.append("status=\(httpStatus)") }
-        if let response {
+        var parts = ["OAuthError.\(self.code)"]
+        if let providerID = self.providerID { parts.append("provider=\(DisplayText.escape(providerID))") }
+        if let endpoint = self.endpoint { parts.append("endpoint=\(endpoint.rawValue)") }
+        if let httpStatus = self.httpStatus { parts.append("status=\(httpStatus)") }
+        if let response = self.response {
             parts.append("error=\(response.code.rawValue)")
             if let text = response.errorDescription { parts.append("description=\"\(text)\"") }
         }
-        if let message { parts.append("— \(DisplayText.escape(message))") }
-        if let underlying { parts.append("(underlying: \(type(of: underlying)))") }
+        if let message = self.message { parts.append("— \(DisplayText.escape(message))") }
+        if let underlying = self.underlying { parts.append("(underlying: \(type(of: underlying)))") }
         parts.append("[next: \(recovery.rawValue)]")
         return parts.joined(separator: " ")
     }
@@ -221,16 +198,16 @@ extension OAuthError: CustomDebugStringConvertible, CustomReflectable {
     /// `userInfo` holds the failing URL, query and all, and other errors may hold worse; nor is the
     /// server's `error_uri` (read it from ``response``).
     public var customMirror: Mirror {
-        var children: [(label: String?, value: Any)] = [("code", code.description)]
-        if let providerID { children.append(("providerID", DisplayText.escape(providerID))) }
-        if let endpoint { children.append(("endpoint", endpoint.rawValue)) }
-        if let httpStatus { children.append(("httpStatus", httpStatus)) }
-        if let response {
+        var children: [(label: String?, value: Any)] = [("code", self.code.description)]
+        if let providerID = self.providerID { children.append(("providerID", DisplayText.escape(providerID))) }
+        if let endpoint = self.endpoint { children.append(("endpoint", endpoint.rawValue)) }
+        if let httpStatus = self.httpStatus { children.append(("httpStatus", httpStatus)) }
+        if let response = self.response {
             children.append(("error", response.code.rawValue))
             if let text = response.errorDescription { children.append(("errorDescription", text)) }
         }
-        if let message { children.append(("message", DisplayText.escape(message))) }
-        if let underlying { children.append(("underlying", String(describing: type(of: underlying)))) }
+        if let message = self.message { children.append(("message", DisplayText.escape(message))) }
+        if let underlying = self.underlying { children.append(("underlying", String(describing: type(of: underlying)))) }
         children.append(("recovery", recovery.rawValue))
         return Mirror(self, children: children, displayStyle: .struct)
     }

@@ -9,103 +9,63 @@ public import Foundation
 /// Held by ``AuthFlow`` and written to the ``SecretStore``; every token is a ``Secret``.
 /// Get the access token through ``AuthFlow/accessToken(for:)``, which refreshes when needed.
 /// See [RFC 6749 §5.1](https://www.rfc-editor.org/rfc/rfc6749#section-5.1).
+@dynamicMemberLookup
 public struct TokenSet: Sendable, Codable {
-    /// The provider that issued these tokens.
-    public var providerID: String {
-        get { storage.fields.providerID }
-        set { storage.update { $0.providerID = newValue } }
-    }
+    /// What a token set holds. Read and set each field on the set itself (`set.expiresAt`);
+    /// the `Codable` form of a ``TokenSet`` is this struct's, member for member.
+    public struct Fields: Sendable, Codable {
+        /// The provider that issued these tokens.
+        public var providerID: String
 
-    /// The `access_token`.
-    public var accessToken: Secret {
-        get { storage.fields.accessToken }
-        set { storage.update { $0.accessToken = newValue } }
-    }
+        /// The `access_token`.
+        public var accessToken: Secret
 
-    /// The `token_type` as sent (compare case-insensitively; see ``isBearer``).
-    public var tokenType: String {
-        get { storage.fields.tokenType }
-        set { storage.update { $0.tokenType = newValue } }
-    }
+        /// The `token_type` as sent (compare case-insensitively; see ``isBearer``).
+        public var tokenType: String
 
-    /// The `refresh_token`, when one was issued (or kept from before, RFC 6749 §6).
-    public var refreshToken: Secret? {
-        get { storage.fields.refreshToken }
-        set { storage.update { $0.refreshToken = newValue } }
-    }
+        /// The `refresh_token`, when one was issued (or kept from before, RFC 6749 §6).
+        public var refreshToken: Secret?
 
-    /// The OpenID Connect `id_token` as sent, once validated (the `id_token_hint` of
-    /// ``AuthFlow/endSessionURL(provider:postLogoutRedirectURI:state:)``); nil when none was
-    /// issued or it could not be validated (a provider without `issuer`: it is discarded).
-    public var idToken: Secret? {
-        get { storage.fields.idToken }
-        set { storage.update { $0.idToken = newValue } }
-    }
+        /// The OpenID Connect `id_token` as sent, once validated (the `id_token_hint` of
+        /// ``AuthFlow/endSessionURL(provider:postLogoutRedirectURI:state:)``); nil when none was
+        /// issued or it could not be validated (a provider without `issuer`: it is discarded).
+        public var idToken: Secret?
 
-    /// The claims of ``idToken`` once validated (OpenID Connect Core §3.1.3.7); nil when there is no
-    /// validated ID token.
-    public var validatedIDToken: IDToken? {
-        get { storage.fields.validatedIDToken }
-        set { storage.update { $0.validatedIDToken = newValue } }
-    }
+        /// The claims of ``idToken`` once validated (OpenID Connect Core §3.1.3.7); nil when there is no
+        /// validated ID token.
+        public var validatedIDToken: IDToken?
 
-    /// The granted scopes (the response's `scope`, or the requested ones when it is absent, RFC 6749 §5.1).
-    public var scopes: [String] {
-        get { storage.fields.scopes }
-        set { storage.update { $0.scopes = newValue } }
-    }
+        /// The granted scopes (the response's `scope`, or the requested ones when it is absent, RFC 6749 §5.1).
+        public var scopes: [String]
 
-    /// When the token response arrived.
-    public var issuedAt: Date {
-        get { storage.fields.issuedAt }
-        set { storage.update { $0.issuedAt = newValue } }
-    }
+        /// When the token response arrived.
+        public var issuedAt: Date
 
-    /// `issuedAt + expires_in`, or nil when the server gave no lifetime.
-    public var expiresAt: Date? {
-        get { storage.fields.expiresAt }
-        set { storage.update { $0.expiresAt = newValue } }
-    }
+        /// `issuedAt + expires_in`, or nil when the server gave no lifetime.
+        public var expiresAt: Date?
 
-    /// The grant that produced the first token of this authorization.
-    public var grant: GrantType {
-        get { storage.fields.grant }
-        set { storage.update { $0.grant = newValue } }
-    }
+        /// The grant that produced the first token of this authorization.
+        public var grant: GrantType
 
-    /// True once a refresh failed with `invalid_grant`: only an interactive grant can help.
-    public var needsReauthorization: Bool {
-        get { storage.fields.needsReauthorization }
-        set { storage.update { $0.needsReauthorization = newValue } }
-    }
+        /// True once a refresh failed with `invalid_grant`: only an interactive grant can help.
+        public var needsReauthorization: Bool
 
-    /// The `issued_token_type` of a token exchange (RFC 8693 §2.2.1), such as
-    /// ``TokenType/accessToken``; nil for the other grants. ``accessToken`` holds the issued token.
-    public var issuedTokenType: String? {
-        get { storage.fields.issuedTokenType }
-        set { storage.update { $0.issuedTokenType = newValue } }
-    }
+        /// The `issued_token_type` of a token exchange (RFC 8693 §2.2.1), such as
+        /// ``TokenType/accessToken``; nil for the other grants. ``accessToken`` holds the issued token.
+        public var issuedTokenType: String?
 
-    /// The stored properties, behind one reference: a set is copied into the cache, the state, the
-    /// store and every frame of the pipeline, and a copy is one retain (8 bytes in an async frame
-    /// instead of 219). Encoded as they are, so the `Codable` form has these names.
-    private struct Fields: Sendable, Codable {
-        var providerID: String
-        var accessToken: Secret
-        var tokenType: String
-        var refreshToken: Secret?
-        var idToken: Secret?
-        var validatedIDToken: IDToken?
-        var scopes: [String]
-        var issuedAt: Date
-        var expiresAt: Date?
-        var grant: GrantType
-        var needsReauthorization: Bool
-        var issuedTokenType: String?
+        /// The DPoP key the flow made for the provider, kept with the tokens (never shown).
         var dpopKey: DPoPKey? = nil
     }
 
+    /// The fields behind one reference (``CopyOnWrite``).
     private var storage: CopyOnWrite<Fields>
+
+    /// A field of ``Fields``, read and written on the set: `set.accessToken`, `set.scopes = []`.
+    public subscript<Value>(dynamicMember field: WritableKeyPath<Fields, Value>) -> Value {
+        _read { yield storage[field] }
+        _modify { yield &storage[field] }
+    }
 
     /// Decodes the members `encode(to:)` writes (the property names).
     /// - Throws: `DecodingError` for a missing member or a wrong type.
@@ -132,30 +92,24 @@ public struct TokenSet: Sendable, Codable {
     }
 
     /// True when `token_type` is `Bearer` in any case (RFC 6749 §5.1 says it is case-insensitive).
-    public var isBearer: Bool { tokenType.lowercased() == "bearer" }
+    public var isBearer: Bool { self.tokenType.lowercased() == "bearer" }
 
     /// True when `token_type` is `DPoP` (RFC 9449 §5): the token is bound to the provider's DPoP
     /// key and is sent with a proof (``AuthorizingTransport``, ``TokenSource/dpopHeaders(method:url:)``).
-    public var isDPoPBound: Bool { TokenSyntax.isDPoP(tokenType) }
-
-    /// The DPoP key the flow made for the provider, kept with the tokens (never shown).
-    var dpopKey: DPoPKey? {
-        get { storage.fields.dpopKey }
-        set { storage.update { $0.dpopKey = newValue } }
-    }
+    public var isDPoPBound: Bool { TokenSyntax.isDPoP(self.tokenType) }
 
     /// True when the access token expires within `margin` of `now` (never, without an expiry).
     public func isExpired(at now: Date, margin: TimeInterval = 0) -> Bool {
-        guard let expiresAt else { return false }
+        guard let expiresAt = self.expiresAt else { return false }
         return expiresAt.timeIntervalSince(now) <= margin
     }
 
     /// What may be shown about these tokens: no secret in it.
     public var authorization: Authorization {
         Authorization(
-            providerID: providerID, tokenType: tokenType, scopes: scopes, issuedAt: issuedAt, expiresAt: expiresAt,
-            grant: grant, isRefreshable: refreshToken != nil, hasIDToken: idToken != nil,
-            needsReauthorization: needsReauthorization, idToken: validatedIDToken, issuedTokenType: issuedTokenType
+            providerID: self.providerID, tokenType: self.tokenType, scopes: self.scopes, issuedAt: self.issuedAt, expiresAt: self.expiresAt,
+            grant: self.grant, isRefreshable: self.refreshToken != nil, hasIDToken: self.idToken != nil,
+            needsReauthorization: self.needsReauthorization, idToken: self.validatedIDToken, issuedTokenType: self.issuedTokenType
         )
     }
 }

@@ -66,5 +66,5 @@ enum TokenRejection: Error, Sendable, Hashable, CaseIterable {
 
 extension OAuthError {
     /// The fine-grained reason when a JWS, JWK or ID token check failed.
-    var tokenRejection: TokenRejection? { underlying as? TokenRejection }
+    var tokenRejection: TokenRejection? { self.underlying as? TokenRejection }
 }

@@ -8,22 +8,22 @@ extension Provider {
     /// The client-authentication rules of ``validate()``: each method has what it needs
     /// (RFC 6749 §2.3, RFC 7523 §2.2, OpenID Connect Core §9, RFC 8705 §2).
     func validateClientCredentials(_ fail: (String, String) -> OAuthError) throws(OAuthError) {
-        let method = clientAuthentication
+        let method = self.clientAuthentication
         switch method {
         case .none:
             break
         case .clientSecretBasic, .clientSecretPost:
-            guard clientSecret != nil else { throw fail("clientAuthentication", "\(method.rawValue) needs a client secret") }
+            guard self.clientSecret != nil else { throw fail("clientAuthentication", "\(method.rawValue) needs a client secret") }
         case .clientSecretJWT:
-            guard let clientSecret else { throw fail("clientAuthentication", "client_secret_jwt needs a client secret") }
-            let algorithm = clientAssertionAlgorithm ?? .hs256
+            guard let clientSecret = self.clientSecret else { throw fail("clientAuthentication", "client_secret_jwt needs a client secret") }
+            let algorithm = self.clientAssertionAlgorithm ?? .hs256
             do {
                 _ = try ClientSecretSigner(secret: clientSecret, algorithm: algorithm)
             } catch {
-                throw fail(clientAssertionAlgorithm == nil ? "clientSecret" : "clientAssertionAlgorithm", error.message ?? "is invalid")
+                throw fail(self.clientAssertionAlgorithm == nil ? "clientSecret" : "clientAssertionAlgorithm", error.message ?? "is invalid")
             }
         case .privateKeyJWT:
-            guard let clientKey else {
+            guard let clientKey = self.clientKey else {
                 throw fail("clientAuthentication", "private_key_jwt needs a private key (clientKeyFile, or clientKey in code)")
             }
             guard let algorithm = effectiveClientAssertionAlgorithm else {
@@ -37,40 +37,40 @@ extension Provider {
                     throw fail("clientAssertionAlgorithm", "\(algorithm.rawValue) does not fit the \(key.kind) key; "
                         + "use \(key.defaultAlgorithm.rawValue)\(key.kind.isRSA ? " or PS256" : "")")
                 }
-                if let clientCertificate, !clientCertificate.matches(key) {
+                if let clientCertificate = self.clientCertificate, !clientCertificate.matches(key) {
                     throw fail("clientCertificateFile", "the certificate does not match the client key (its public key is another key's)")
                 }
             }
         case .tlsClientAuth, .selfSignedTLSClientAuth:
-            guard let clientCertificate else {
+            guard let clientCertificate = self.clientCertificate else {
                 throw fail("clientAuthentication", "\(method.rawValue) needs a client certificate (clientCertificateFile)")
             }
-            guard let key = clientKey as? ClientKey, key.path != nil else {
+            guard let key = self.clientKey as? ClientKey, key.path != nil else {
                 throw fail("clientAuthentication", "\(method.rawValue) needs the certificate's private key in a file (clientKeyFile)")
             }
             guard clientCertificate.matches(key) else {
                 throw fail("clientCertificateFile", "the certificate does not match the client key (its public key is another key's)")
             }
-            if let tokenURL, tokenURL.scheme?.lowercased() != "https" {
+            if let tokenURL = self.tokenURL, tokenURL.scheme?.lowercased() != "https" {
                 throw fail("tokenURL", "\(method.rawValue) is mutual TLS and needs an https:// token endpoint")
             }
         }
         let usesKey: Set<ClientAuthentication> = [.privateKeyJWT, .tlsClientAuth, .selfSignedTLSClientAuth]
-        if clientKey != nil, !usesKey.contains(method), !signsJWTBearerWithClientKey {
+        if self.clientKey != nil, !usesKey.contains(method), !signsJWTBearerWithClientKey {
             throw fail("clientKeyFile", "is used with private_key_jwt, tls_client_auth or self_signed_tls_client_auth, not \(method.rawValue)")
         }
-        if clientCertificate != nil, !usesKey.contains(method) {
+        if self.clientCertificate != nil, !usesKey.contains(method) {
             throw fail("clientCertificateFile", "is used with private_key_jwt, tls_client_auth or self_signed_tls_client_auth, not \(method.rawValue)")
         }
-        if clientAssertionAlgorithm != nil, method != .privateKeyJWT, method != .clientSecretJWT, !signsJWTBearerWithClientKey {
+        if self.clientAssertionAlgorithm != nil, method != .privateKeyJWT, method != .clientSecretJWT, !signsJWTBearerWithClientKey {
             throw fail("clientAssertionAlgorithm", "is used only with private_key_jwt and client_secret_jwt, not \(method.rawValue)")
         }
-        if let clientKeyID, clientKeyID.isEmpty { throw fail("clientKeyID", "must not be empty") }
-        if let caFile, caFile.isEmpty { throw fail("caFile", "must not be empty") }
-        if case .uri(let value) = clientAssertionAudience, ClientAssertionAudience(catalogValue: value) != clientAssertionAudience {
+        if let clientKeyID = self.clientKeyID, clientKeyID.isEmpty { throw fail("clientKeyID", "must not be empty") }
+        if let caFile = self.caFile, caFile.isEmpty { throw fail("caFile", "must not be empty") }
+        if case .uri(let value) = self.clientAssertionAudience, ClientAssertionAudience(catalogValue: value) != self.clientAssertionAudience {
             throw fail("clientAssertionAudience", "must be \"endpoint\", \"issuer\" or an absolute URI")
         }
-        if clientAssertionAudience == .issuer, issuer == nil, method == .privateKeyJWT || method == .clientSecretJWT {
+        if self.clientAssertionAudience == .issuer, self.issuer == nil, method == .privateKeyJWT || method == .clientSecretJWT {
             throw fail("clientAssertionAudience", "is issuer, but the provider has no issuer")
         }
     }

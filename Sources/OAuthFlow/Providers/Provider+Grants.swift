@@ -42,23 +42,23 @@ extension Provider {
     /// The grant that needs no person, as configured (catalog `grant`): `.clientCredentials`,
     /// `.jwtBearer` or `.tokenExchange`; nil to take it from the rest (see ``serviceGrant``).
     public var grant: GrantType? {
-        get { grantSettings.grant }
-        set { grantSettings.grant = newValue }
+        get { self.grantSettings.grant }
+        set { self.grantSettings.grant = newValue }
     }
 
     /// Resource indicators (RFC 8707, catalog `resource`): absolute URIs without a fragment, each
     /// sent as a `resource` parameter with the authorization request, the code exchange, refresh,
     /// client credentials, JWT-bearer and token exchange.
     public var resources: [URL] {
-        get { grantSettings.resources }
-        set { grantSettings.resources = newValue }
+        get { self.grantSettings.resources }
+        set { self.grantSettings.resources = newValue }
     }
 
     /// The token-exchange settings (catalog `subjectTokenFile` and friends); nil when the provider
     /// does not exchange a file's token.
     public var tokenExchange: TokenExchange? {
-        get { grantSettings.tokenExchange }
-        set { grantSettings.tokenExchange = newValue }
+        get { self.grantSettings.tokenExchange }
+        set { self.grantSettings.tokenExchange = newValue }
     }
 
     /// The grant ``AuthFlow/accessToken(for:)`` runs by itself, with no person, when nothing valid
@@ -67,7 +67,7 @@ extension Provider {
     /// `grant` is still recognised by having no interactive endpoint).
     public var serviceGrant: GrantType? {
         if let grant { return grant }
-        if serviceAccount != nil { return .jwtBearer }
+        if self.serviceAccount != nil { return .jwtBearer }
         if tokenExchange != nil { return .tokenExchange }
         return nil
     }
@@ -75,13 +75,13 @@ extension Provider {
     /// True when this provider's JWT-bearer grant signs its assertion with ``clientKey`` (catalog
     /// `grant: "jwt-bearer"` with `clientKeyFile`), not with a service-account key.
     var signsJWTBearerWithClientKey: Bool {
-        serviceGrant == .jwtBearer && serviceAccount == nil && clientKey != nil
+        serviceGrant == .jwtBearer && self.serviceAccount == nil && self.clientKey != nil
     }
 
     /// The `alg` of a JWT-bearer assertion signed with ``clientKey``: ``clientAssertionAlgorithm``,
     /// else the key's default; nil for a custom signer without a configured algorithm.
     var jwtBearerAlgorithm: SigningAlgorithm? {
-        clientAssertionAlgorithm ?? (clientKey as? ClientKey)?.defaultAlgorithm
+        self.clientAssertionAlgorithm ?? (self.clientKey as? ClientKey)?.defaultAlgorithm
     }
 
     /// The rules of ``validate()`` for ``grant``, ``resources`` and ``tokenExchange``.
@@ -104,7 +104,7 @@ extension Provider {
         if tokenExchange != nil, let grant, grant != .tokenExchange {
             throw fail("subjectTokenFile", "is for the token-exchange grant, and grant is \(grant.catalogName)")
         }
-        if serviceAccount != nil, let grant, grant != .jwtBearer {
+        if self.serviceAccount != nil, let grant, grant != .jwtBearer {
             throw fail("serviceAccountFile", "is for the jwt-bearer grant, and grant is \(grant.catalogName)")
         }
         switch grant {
@@ -115,15 +115,15 @@ extension Provider {
                 throw fail("grant", "client-credentials needs a client that authenticates: a secret, a private key or a client certificate")
             }
         case .jwtBearer?:
-            guard serviceAccount != nil || clientKey != nil else {
+            guard self.serviceAccount != nil || self.clientKey != nil else {
                 throw fail("grant", "jwt-bearer needs a key to sign the assertion: serviceAccountFile, or clientKeyFile with clientID and tokenURL")
             }
-            if serviceAccount == nil {
+            if self.serviceAccount == nil {
                 guard let algorithm = jwtBearerAlgorithm else {
                     throw fail("clientAssertionAlgorithm", "is required with a custom signer (it cannot be derived from the key)")
                 }
                 if algorithm.isHMAC { throw fail("clientAssertionAlgorithm", "\(algorithm.rawValue) cannot sign a JWT-bearer assertion; use RS*, PS*, ES* or EdDSA") }
-                if let key = clientKey as? ClientKey, !key.supports(algorithm) {
+                if let key = self.clientKey as? ClientKey, !key.supports(algorithm) {
                     throw fail("clientAssertionAlgorithm", "\(algorithm.rawValue) does not fit the \(key.kind) key; use \(key.defaultAlgorithm.rawValue)")
                 }
             }

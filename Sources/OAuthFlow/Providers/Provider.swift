@@ -10,9 +10,11 @@ public import Foundation
 /// run ``validate()``. Hand them to ``AuthFlow``. Each grant uses the endpoint it needs and
 /// throws ``OAuthError`` `.configuration` when that endpoint is missing.
 ///
-/// With an ``issuer``, endpoints left out are discovered (OpenID Connect Discovery 1.0, RFC 8414)
-/// the first time a grant needs one; endpoints written here always win over discovered ones.
-/// See ``AuthFlow/metadata(for:)``.
+/// Its settings are declared once, in ``Settings``, and read and set on the provider itself
+/// (`provider.tokenURL`). With an ``Settings/issuer``, endpoints left out are discovered (OpenID
+/// Connect Discovery 1.0, RFC 8414) the first time a grant needs one; endpoints written here
+/// always win over discovered ones. See ``AuthFlow/metadata(for:)``.
+@dynamicMemberLookup
 public struct Provider: Sendable, Hashable, CustomStringConvertible {
     /// How the client authenticates at the token endpoint (RFC 6749 §2.3).
     public enum ClientAuthentication: String, Sendable, Hashable, Codable, CaseIterable {
@@ -37,278 +39,147 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         public var isMutualTLS: Bool { self == .tlsClientAuth || self == .selfSignedTLSClientAuth }
     }
 
-    /// A unique, stable name such as `github`; also the store key.
-    public var id: String {
-        get { storage.fields.id }
-        set { storage.update { $0.id = newValue } }
+    /// What a provider is made of. Read and set each setting on the provider itself
+    /// (`provider.tokenURL`, `provider.scopes = ["openid"]`).
+    public struct Settings: Sendable {
+        /// A unique, stable name such as `github`; also the store key.
+        public var id: String
+
+        /// The authorization endpoint (RFC 6749 §3.1); needed for the browser grant.
+        public var authorizationURL: URL?
+
+        /// The token endpoint (RFC 6749 §3.2); nil to take it from discovery (then ``issuer`` is required).
+        public var tokenURL: URL?
+
+        /// The device authorization endpoint (RFC 8628 §3.1).
+        public var deviceAuthorizationURL: URL?
+
+        /// The revocation endpoint (RFC 7009).
+        public var revocationURL: URL?
+
+        /// The introspection endpoint (RFC 7662).
+        public var introspectionURL: URL?
+
+        /// The OpenID Connect userinfo endpoint.
+        public var userinfoURL: URL?
+
+        /// The issuer identifier (RFC 8414 §2): where discovery starts, what ID tokens' `iss` and a
+        /// callback's `iss` (RFC 9207) must equal exactly.
+        public var issuer: String?
+
+        /// The JWKS URL for ID token signatures; nil to take `jwks_uri` from discovery.
+        public var jwksURL: URL?
+
+        /// The RP-initiated logout endpoint (OpenID Connect RP-Initiated Logout 1.0); nil to take
+        /// `end_session_endpoint` from discovery.
+        public var endSessionURL: URL?
+
+        /// The JWS algorithms accepted for ID tokens, such as `["RS256", "ES256"]`; nil for the
+        /// default (see `Documentation/OIDC.md`). `HS256`/`384`/`512` only when named here.
+        public var idTokenSigningAlgorithms: [String]?
+
+        /// The `client_id`.
+        public var clientID: String
+
+        /// The client secret, resolved at load time (inline, `clientSecretEnv` or `clientSecretFile`).
+        public var clientSecret: Secret?
+
+        /// How to authenticate at the token endpoint.
+        public var clientAuthentication: ClientAuthentication
+
+        /// The registered redirect URI for the authorization code grant.
+        public var redirectURI: URL?
+
+        /// The default scopes to request.
+        public var scopes: [String]
+
+        /// Extra authorization request parameters, such as `login_hint` or `prompt`.
+        public var authorizationParameters: [String: String]
+
+        /// A `User-Agent` to send instead of the default.
+        public var userAgent: String?
+
+        /// Emit debug log events (shapes, never values) for this provider.
+        public var debug: Bool
+
+        /// What signs `private_key_jwt` assertions: a ``ClientKey`` (the catalog's `clientKeyFile`)
+        /// or your own ``ClientAssertionSigner`` (an HSM or KMS). For the mutual-TLS methods, the
+        /// ``ClientKey`` whose file libcurl presents with ``clientCertificate``.
+        public var clientKey: (any ClientAssertionSigner)?
+
+        /// The `kid` header of client assertions (catalog `clientKeyID`).
+        public var clientKeyID: String?
+
+        /// The client certificate: presented in mutual TLS, and the `x5t#S256` header of
+        /// `private_key_jwt` assertions (catalog `clientCertificateFile`).
+        public var clientCertificate: ClientCertificate?
+
+        /// The assertion's `alg`; nil for the key's default (``ClientKey/defaultAlgorithm``) or HS256
+        /// for `client_secret_jwt` (catalog `clientAssertionAlgorithm`).
+        public var clientAssertionAlgorithm: SigningAlgorithm?
+
+        /// The assertion's `aud` (catalog `clientAssertionAudience`); the endpoint's URL by default.
+        public var clientAssertionAudience: ClientAssertionAudience
+
+        /// A PEM bundle of CA certificates to trust for this provider's endpoints instead of the
+        /// system's (catalog `caFile`).
+        public var caFile: String?
+
+        /// A service-account key (catalog `serviceAccountFile`): the provider's grant is then the
+        /// JWT-bearer grant (RFC 7523 §2.1), signed with this key, fetched again when due.
+        public var serviceAccount: ServiceAccountKey?
+
+        /// The user a service account acts for (`sub` of its JWT-bearer assertions: Google's
+        /// domain-wide delegation; catalog `subject`); nil for the account itself.
+        public var serviceAccountSubject: String?
+
+        /// Whether tokens are bound to a key with DPoP (RFC 9449; catalog `dpop`); see `Documentation/TokenSource.md`.
+        public var dpop: DPoPMode = .off
+
+        /// The DPoP proofs' `alg` (catalog `dpopAlgorithm`); nil for ES256, or the key's default with a ``ClientKey`` as ``dpopKey``.
+        public var dpopAlgorithm: SigningAlgorithm?
+
+        /// The DPoP key: a ``ClientKey`` or your own ``DPoPSigner``; nil to have the flow make one
+        /// on first use and keep it in the store with the tokens.
+        public var dpopKey: (any DPoPSigner)?
+
+        /// Push the authorization request's parameters to the server before sending the browser
+        /// there (RFC 9126; catalog `pushedAuthorization`). Also done when discovery says
+        /// `require_pushed_authorization_requests`.
+        public var pushedAuthorization: Bool = false
+
+        /// The pushed authorization request endpoint (RFC 9126 §2; catalog `pushedAuthorizationURL`);
+        /// nil to take discovery's `pushed_authorization_request_endpoint`.
+        public var pushedAuthorizationURL: URL?
+
+        /// Sign the authorization request's parameters with ``clientKey`` into a request object
+        /// (RFC 9101; catalog `requestObject`).
+        public var requestObject: Bool = false
+
+        /// The grant, resource indicators and token-exchange settings (Providers/Provider+Grants.swift).
+        var grantSettings = GrantSettings()
     }
 
-    /// The authorization endpoint (RFC 6749 §3.1); needed for the browser grant.
-    public var authorizationURL: URL? {
-        get { storage.fields.authorizationURL }
-        set { storage.update { $0.authorizationURL = newValue } }
-    }
+    /// The settings behind one reference (``CopyOnWrite``).
+    private var storage: CopyOnWrite<Settings>
 
-    /// The token endpoint (RFC 6749 §3.2); nil to take it from discovery (then ``issuer`` is required).
-    public var tokenURL: URL? {
-        get { storage.fields.tokenURL }
-        set { storage.update { $0.tokenURL = newValue } }
-    }
-
-    /// The device authorization endpoint (RFC 8628 §3.1).
-    public var deviceAuthorizationURL: URL? {
-        get { storage.fields.deviceAuthorizationURL }
-        set { storage.update { $0.deviceAuthorizationURL = newValue } }
-    }
-
-    /// The revocation endpoint (RFC 7009).
-    public var revocationURL: URL? {
-        get { storage.fields.revocationURL }
-        set { storage.update { $0.revocationURL = newValue } }
-    }
-
-    /// The introspection endpoint (RFC 7662).
-    public var introspectionURL: URL? {
-        get { storage.fields.introspectionURL }
-        set { storage.update { $0.introspectionURL = newValue } }
-    }
-
-    /// The OpenID Connect userinfo endpoint.
-    public var userinfoURL: URL? {
-        get { storage.fields.userinfoURL }
-        set { storage.update { $0.userinfoURL = newValue } }
-    }
-
-    /// The issuer identifier (RFC 8414 §2): where discovery starts, what ID tokens' `iss` and a
-    /// callback's `iss` (RFC 9207) must equal exactly.
-    public var issuer: String? {
-        get { storage.fields.issuer }
-        set { storage.update { $0.issuer = newValue } }
-    }
-
-    /// The JWKS URL for ID token signatures; nil to take `jwks_uri` from discovery.
-    public var jwksURL: URL? {
-        get { storage.fields.jwksURL }
-        set { storage.update { $0.jwksURL = newValue } }
-    }
-
-    /// The RP-initiated logout endpoint (OpenID Connect RP-Initiated Logout 1.0); nil to take
-    /// `end_session_endpoint` from discovery.
-    public var endSessionURL: URL? {
-        get { storage.fields.endSessionURL }
-        set { storage.update { $0.endSessionURL = newValue } }
-    }
-
-    /// The JWS algorithms accepted for ID tokens, such as `["RS256", "ES256"]`; nil for the
-    /// default (see `Documentation/OIDC.md`). `HS256`/`384`/`512` only when named here.
-    public var idTokenSigningAlgorithms: [String]? {
-        get { storage.fields.idTokenSigningAlgorithms }
-        set { storage.update { $0.idTokenSigningAlgorithms = newValue } }
-    }
-
-    /// The `client_id`.
-    public var clientID: String {
-        get { storage.fields.clientID }
-        set { storage.update { $0.clientID = newValue } }
-    }
-
-    /// The client secret, resolved at load time (inline, `clientSecretEnv` or `clientSecretFile`).
-    public var clientSecret: Secret? {
-        get { storage.fields.clientSecret }
-        set { storage.update { $0.clientSecret = newValue } }
-    }
-
-    /// How to authenticate at the token endpoint.
-    public var clientAuthentication: ClientAuthentication {
-        get { storage.fields.clientAuthentication }
-        set { storage.update { $0.clientAuthentication = newValue } }
-    }
-
-    /// The registered redirect URI for the authorization code grant.
-    public var redirectURI: URL? {
-        get { storage.fields.redirectURI }
-        set { storage.update { $0.redirectURI = newValue } }
-    }
-
-    /// The default scopes to request.
-    public var scopes: [String] {
-        get { storage.fields.scopes }
-        set { storage.update { $0.scopes = newValue } }
-    }
-
-    /// Extra authorization request parameters, such as `login_hint` or `prompt`.
-    public var authorizationParameters: [String: String] {
-        get { storage.fields.authorizationParameters }
-        set { storage.update { $0.authorizationParameters = newValue } }
-    }
-
-    /// A `User-Agent` to send instead of the default.
-    public var userAgent: String? {
-        get { storage.fields.userAgent }
-        set { storage.update { $0.userAgent = newValue } }
-    }
-
-    /// Emit debug log events (shapes, never values) for this provider.
-    public var debug: Bool {
-        get { storage.fields.debug }
-        set { storage.update { $0.debug = newValue } }
-    }
-
-    /// What signs `private_key_jwt` assertions: a ``ClientKey`` (the catalog's `clientKeyFile`)
-    /// or your own ``ClientAssertionSigner`` (an HSM or KMS). For the mutual-TLS methods, the
-    /// ``ClientKey`` whose file libcurl presents with ``clientCertificate``.
-    public var clientKey: (any ClientAssertionSigner)? {
-        get { storage.fields.clientKey }
-        set { storage.update { $0.clientKey = newValue } }
-    }
-
-    /// The `kid` header of client assertions (catalog `clientKeyID`).
-    public var clientKeyID: String? {
-        get { storage.fields.clientKeyID }
-        set { storage.update { $0.clientKeyID = newValue } }
-    }
-
-    /// The client certificate: presented in mutual TLS, and the `x5t#S256` header of
-    /// `private_key_jwt` assertions (catalog `clientCertificateFile`).
-    public var clientCertificate: ClientCertificate? {
-        get { storage.fields.clientCertificate }
-        set { storage.update { $0.clientCertificate = newValue } }
-    }
-
-    /// The assertion's `alg`; nil for the key's default (``ClientKey/defaultAlgorithm``) or HS256
-    /// for `client_secret_jwt` (catalog `clientAssertionAlgorithm`).
-    public var clientAssertionAlgorithm: SigningAlgorithm? {
-        get { storage.fields.clientAssertionAlgorithm }
-        set { storage.update { $0.clientAssertionAlgorithm = newValue } }
-    }
-
-    /// The assertion's `aud` (catalog `clientAssertionAudience`); the endpoint's URL by default.
-    public var clientAssertionAudience: ClientAssertionAudience {
-        get { storage.fields.clientAssertionAudience }
-        set { storage.update { $0.clientAssertionAudience = newValue } }
-    }
-
-    /// A service-account key (catalog `serviceAccountFile`): the provider's grant is then the
-    /// JWT-bearer grant (RFC 7523 §2.1), signed with this key, fetched again when due.
-    public var serviceAccount: ServiceAccountKey? {
-        get { storage.fields.serviceAccount }
-        set { storage.update { $0.serviceAccount = newValue } }
-    }
-
-    /// The user a service account acts for (`sub` of its JWT-bearer assertions: Google's
-    /// domain-wide delegation; catalog `subject`); nil for the account itself.
-    public var serviceAccountSubject: String? {
-        get { storage.fields.serviceAccountSubject }
-        set { storage.update { $0.serviceAccountSubject = newValue } }
-    }
-
-    /// A PEM bundle of CA certificates to trust for this provider's endpoints instead of the
-    /// system's (catalog `caFile`).
-    public var caFile: String? {
-        get { storage.fields.caFile }
-        set { storage.update { $0.caFile = newValue } }
-    }
-
-    /// Whether tokens are bound to a key with DPoP (RFC 9449; catalog `dpop`); see `Documentation/TokenSource.md`.
-    public var dpop: DPoPMode {
-        get { storage.fields.dpop }
-        set { storage.update { $0.dpop = newValue } }
-    }
-
-    /// The DPoP proofs' `alg` (catalog `dpopAlgorithm`); nil for ES256, or the key's default with a ``ClientKey`` as ``dpopKey``.
-    public var dpopAlgorithm: SigningAlgorithm? {
-        get { storage.fields.dpopAlgorithm }
-        set { storage.update { $0.dpopAlgorithm = newValue } }
-    }
-
-    /// The DPoP key: a ``ClientKey`` or your own ``DPoPSigner``; nil to have the flow make one
-    /// on first use and keep it in the store with the tokens.
-    public var dpopKey: (any DPoPSigner)? {
-        get { storage.fields.dpopKey }
-        set { storage.update { $0.dpopKey = newValue } }
-    }
-
-    /// Push the authorization request's parameters to the server before sending the browser
-    /// there (RFC 9126; catalog `pushedAuthorization`). Also done when discovery says
-    /// `require_pushed_authorization_requests`.
-    public var pushedAuthorization: Bool {
-        get { storage.fields.pushedAuthorization }
-        set { storage.update { $0.pushedAuthorization = newValue } }
-    }
-
-    /// The pushed authorization request endpoint (RFC 9126 §2; catalog `pushedAuthorizationURL`);
-    /// nil to take discovery's `pushed_authorization_request_endpoint`.
-    public var pushedAuthorizationURL: URL? {
-        get { storage.fields.pushedAuthorizationURL }
-        set { storage.update { $0.pushedAuthorizationURL = newValue } }
-    }
-
-    /// Sign the authorization request's parameters with ``clientKey`` into a request object
-    /// (RFC 9101; catalog `requestObject`).
-    public var requestObject: Bool {
-        get { storage.fields.requestObject }
-        set { storage.update { $0.requestObject = newValue } }
-    }
-
-    /// The grant, resource indicators and token-exchange settings (Providers/Provider+Grants.swift).
-    var grantSettings: GrantSettings {
-        get { storage.fields.grantSettings }
-        set { storage.update { $0.grantSettings = newValue } }
+    /// A setting of ``Settings``, read and written on the provider: `provider.scopes`, `provider.tokenURL = url`.
+    public subscript<Value>(dynamicMember setting: WritableKeyPath<Settings, Value>) -> Value {
+        _read { yield storage[setting] }
+        _modify { yield &storage[setting] }
     }
 
     /// The algorithm assertions are signed with: ``clientAssertionAlgorithm``, else the key's
     /// default, else HS256 for `client_secret_jwt`; nil for other methods or a custom signer
     /// without a configured algorithm.
     public var effectiveClientAssertionAlgorithm: SigningAlgorithm? {
-        if let clientAssertionAlgorithm { return clientAssertionAlgorithm }
-        switch clientAuthentication {
+        if let clientAssertionAlgorithm = self.clientAssertionAlgorithm { return clientAssertionAlgorithm }
+        switch self.clientAuthentication {
         case .clientSecretJWT: return .hs256
-        case .privateKeyJWT: return (clientKey as? ClientKey)?.defaultAlgorithm
+        case .privateKeyJWT: return (self.clientKey as? ClientKey)?.defaultAlgorithm
         default: return nil
         }
     }
-
-    /// The stored properties, behind one reference: a grant, a request and a flow each copy the
-    /// provider, and a copy is now one retain instead of one per string, URL and array (it also
-    /// keeps async frames small: the struct is 8 bytes instead of 257).
-    private struct Fields: Sendable {
-        var id: String
-        var authorizationURL: URL?
-        var tokenURL: URL?
-        var deviceAuthorizationURL: URL?
-        var revocationURL: URL?
-        var introspectionURL: URL?
-        var userinfoURL: URL?
-        var issuer: String?
-        var jwksURL: URL?
-        var endSessionURL: URL?
-        var idTokenSigningAlgorithms: [String]?
-        var clientID: String
-        var clientSecret: Secret?
-        var clientAuthentication: ClientAuthentication
-        var redirectURI: URL?
-        var scopes: [String]
-        var authorizationParameters: [String: String]
-        var userAgent: String?
-        var debug: Bool
-        var clientKey: (any ClientAssertionSigner)?
-        var clientKeyID: String?
-        var clientCertificate: ClientCertificate?
-        var clientAssertionAlgorithm: SigningAlgorithm?
-        var clientAssertionAudience: ClientAssertionAudience
-        var caFile: String?
-        var serviceAccount: ServiceAccountKey?
-        var serviceAccountSubject: String?
-        var dpop: DPoPMode = .off
-        var dpopAlgorithm: SigningAlgorithm? = nil
-        var dpopKey: (any DPoPSigner)? = nil
-        var pushedAuthorization = false
-        var pushedAuthorizationURL: URL?
-        var requestObject = false
-        var grantSettings = GrantSettings()
-    }
-
-    private var storage: CopyOnWrite<Fields>
 
     /// Creates a provider; call ``validate()`` (``AuthFlow`` does) before use.
     ///
@@ -325,28 +196,31 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         clientAssertionAlgorithm: SigningAlgorithm? = nil, clientAssertionAudience: ClientAssertionAudience = .endpoint,
         caFile: String? = nil, serviceAccount: ServiceAccountKey? = nil, serviceAccountSubject: String? = nil
     ) {
-        let defaultAuthentication: ClientAuthentication =
-            clientSecret != nil ? .clientSecretBasic : clientKey != nil ? .privateKeyJWT : .none
-        storage = CopyOnWrite(Fields(
+        storage = CopyOnWrite(Settings(
             id: id, authorizationURL: authorizationURL, tokenURL: tokenURL, deviceAuthorizationURL: deviceAuthorizationURL,
             revocationURL: revocationURL, introspectionURL: introspectionURL, userinfoURL: userinfoURL, issuer: issuer,
             jwksURL: jwksURL, endSessionURL: endSessionURL, idTokenSigningAlgorithms: idTokenSigningAlgorithms,
             clientID: clientID, clientSecret: clientSecret,
-            clientAuthentication: clientAuthentication ?? defaultAuthentication,
+            clientAuthentication: clientAuthentication ?? Self.defaultClientAuthentication(secret: clientSecret, key: clientKey),
             redirectURI: redirectURI, scopes: scopes, authorizationParameters: authorizationParameters, userAgent: userAgent,
             debug: debug, clientKey: clientKey, clientKeyID: clientKeyID, clientCertificate: clientCertificate,
             clientAssertionAlgorithm: clientAssertionAlgorithm, clientAssertionAudience: clientAssertionAudience, caFile: caFile,
             serviceAccount: serviceAccount, serviceAccountSubject: serviceAccountSubject))
     }
 
+    /// `client_secret_basic` with a secret, `private_key_jwt` with a key and no secret, `none` otherwise.
+    static func defaultClientAuthentication(secret: Secret?, key: (any ClientAssertionSigner)?) -> ClientAuthentication {
+        secret != nil ? .clientSecretBasic : key != nil ? .privateKeyJWT : .none
+    }
+
     /// True for a client that authenticates (a confidential client, RFC 6749 §2.1): with a secret,
     /// a private key or a client certificate.
     public var isConfidential: Bool {
-        switch clientAuthentication {
+        switch self.clientAuthentication {
         case .none: return false
-        case .clientSecretBasic, .clientSecretPost, .clientSecretJWT: return clientSecret != nil
-        case .privateKeyJWT: return clientKey != nil
-        case .tlsClientAuth, .selfSignedTLSClientAuth: return clientCertificate != nil && clientKey != nil
+        case .clientSecretBasic, .clientSecretPost, .clientSecretJWT: return self.clientSecret != nil
+        case .privateKeyJWT: return self.clientKey != nil
+        case .tlsClientAuth, .selfSignedTLSClientAuth: return self.clientCertificate != nil && self.clientKey != nil
         }
     }
 
@@ -354,8 +228,8 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
     /// (endpoints discovery would add are not counted).
     public var supportedGrants: [GrantType] {
         var grants: [GrantType] = []
-        if authorizationURL != nil, redirectURI != nil { grants.append(.authorizationCode) }
-        if deviceAuthorizationURL != nil { grants.append(.deviceCode) }
+        if self.authorizationURL != nil, self.redirectURI != nil { grants.append(.authorizationCode) }
+        if self.deviceAuthorizationURL != nil { grants.append(.deviceCode) }
         if isConfidential { grants.append(.clientCredentials) }
         grants.append(.refreshToken)
         return grants
@@ -363,8 +237,8 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
 
     /// The provider's id and endpoints; the secret shows as `<redacted>`.
     public var description: String {
-        "Provider(id: \(id), \(tokenURL.map { "token: \($0.absoluteString)" } ?? "issuer: \(issuer ?? "none")"), clientID: \(clientID), "
-            + "clientSecret: \(clientSecret == nil ? "none" : "<redacted>"), auth: \(clientAuthentication.rawValue))"
+        "Provider(id: \(self.id), \(self.tokenURL.map { "token: \($0.absoluteString)" } ?? "issuer: \(self.issuer ?? "none")"), clientID: \(self.clientID), "
+            + "clientSecret: \(self.clientSecret == nil ? "none" : "<redacted>"), auth: \(self.clientAuthentication.rawValue))"
     }
 
     /// Equal when every field but the secret matches and both secrets are equal in constant time.
@@ -396,120 +270,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
 
     /// Hashes the id and client id.
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(id)
-        hasher.combine(clientID)
-    }
-}
-
-extension Provider {
-    /// Checks the rules every provider must meet.
-    ///
-    /// Endpoints must be `https://`, or `http://` on a loopback host (`localhost`, `*.localhost`,
-    /// `127.0.0.1`, `[::1]`), without user info or fragment (RFC 6749 §3.1, RFC 9700 §2.6);
-    /// the id must be a safe store key; `tokenURL` or `issuer` must be given (the issuer an
-    /// `https://` URL, or `http://` on loopback, without query or fragment, RFC 8414 §2);
-    /// `idTokenSigningAlgorithms` must name known JWS algorithms, never `none`, and `HS*` only
-    /// with a client secret;
-    /// `client_secret_basic`/`_post` need a secret.
-    /// - Throws: ``OAuthError`` `.configuration` naming the provider, the key and the reason.
-    public func validate() throws(OAuthError) {
-        func fail(_ key: String, _ reason: String) -> OAuthError {
-            OAuthError(.configuration, providerID: id, message: "provider \"\(id)\": \(key): \(reason)")
-        }
-        guard Self.isValidID(id) else {
-            throw fail("id", "must be 1 to 128 characters of letters, digits, '.', '_' or '-', not starting with '.'")
-        }
-        guard !clientID.isEmpty else { throw fail("clientID", "must not be empty") }
-        let endpoints: [(String, URL?)] = [
-            ("authorizationURL", authorizationURL), ("tokenURL", tokenURL),
-            ("deviceAuthorizationURL", deviceAuthorizationURL), ("revocationURL", revocationURL),
-            ("introspectionURL", introspectionURL), ("userinfoURL", userinfoURL), ("jwksURL", jwksURL),
-            ("endSessionURL", endSessionURL), ("pushedAuthorizationURL", pushedAuthorizationURL),
-        ]
-        for (key, url) in endpoints {
-            guard let url else { continue }
-            if let reason = Self.endpointProblem(url) { throw fail(key, reason) }
-        }
-        if let issuer, let reason = Self.issuerProblem(issuer) { throw fail("issuer", reason) }
-        guard tokenURL != nil || issuer != nil else {
-            throw fail("tokenURL", "is required unless issuer is given (the token endpoint is then discovered)")
-        }
-        if let algorithms = idTokenSigningAlgorithms {
-            guard !algorithms.isEmpty else { throw fail("idTokenSigningAlgorithms", "must name at least one algorithm") }
-            for name in algorithms where !Self.signingAlgorithmNames.contains(name) {
-                throw fail("idTokenSigningAlgorithms", "\"\(name)\" is not one of \(Self.signingAlgorithmNames.joined(separator: ", "))")
-            }
-            if clientSecret == nil, let hmac = algorithms.first(where: { $0.hasPrefix("HS") }) {
-                throw fail("idTokenSigningAlgorithms", "\(hmac) needs the client secret as its key, and there is none")
-            }
-        }
-        if let redirectURI {
-            guard redirectURI.scheme != nil, redirectURI.fragment == nil else {
-                throw fail("redirectURI", "must be an absolute URI without a fragment (RFC 6749 §3.1.2)")
-            }
-            if let port = redirectURI.port, !(0...65535).contains(port) { throw fail("redirectURI", "has port \(port), above 65535") }
-        }
-        try validateClientCredentials(fail)
-        try validateDPoP(fail)
-        try validateAuthorizationRequestOptions(fail)
-        try validateGrantSettings(fail)
-        for name in authorizationParameters.keys where Self.reservedAuthorizationParameters.contains(name) {
-            throw fail("authorizationParameters", "\"\(name)\" is set by the flow and cannot be overridden")
-        }
-    }
-
-    /// Parameters the flow sets itself; a catalog may not override them (`scope` comes from `scopes`).
-    static let reservedAuthorizationParameters: Set<String> = [
-        "response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method", "nonce",
-    ]
-
-    /// The JWS algorithms an ID token may be signed with (RFC 7518 §3.1, RFC 8037 §3.1); never `none`.
-    static let signingAlgorithmNames = [
-        "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "HS256", "HS384", "HS512",
-    ]
-
-    /// Why `issuer` may not be an issuer identifier (RFC 8414 §2), or nil when it may.
-    static func issuerProblem(_ issuer: String) -> String? {
-        guard let url = URL(string: issuer, encodingInvalidCharacters: false) else { return "is not a valid URL" }
-        if let problem = endpointProblem(url) { return problem }
-        if url.query != nil { return "must not contain a query (RFC 8414 §2)" }
-        return nil
-    }
-
-    static func isValidID(_ id: String) -> Bool {
-        guard (1...128).contains(id.count), !id.hasPrefix(".") else { return false }
-        return id.utf8.allSatisfy { ASCIIText.isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") }
-    }
-
-    /// Why `url` may not be an endpoint, or nil when it may.
-    static func endpointProblem(_ url: URL) -> String? {
-        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: false),
-              let scheme = components.scheme?.lowercased(), let host = components.host, !host.isEmpty
-        else { return "is not an absolute URL with a host" }
-        if components.user != nil || components.password != nil { return "must not contain user info" }
-        if components.fragment != nil { return "must not contain a fragment" }
-        if let port = components.port, !(0...65535).contains(port) { return "has port \(port), above 65535" }
-        switch scheme {
-        case "https": return nil
-        case "http": return isLoopback(host: host) ? nil : "must use https:// (http:// is allowed only for loopback hosts)"
-        default: return "must use https://"
-        }
-    }
-
-    /// True when `token` is a valid scope token: printable ASCII except space, `"` and `\`
-    /// (RFC 6749 §3.3). Check scopes taken from people or files before passing them to a grant; it throws nothing.
-    public static func isValidScopeToken(_ token: String) -> Bool {
-        !token.isEmpty && token.unicodeScalars.allSatisfy { scalar in
-            (0x21...0x7E).contains(scalar.value) && scalar != "\"" && scalar != "\\"
-        }
-    }
-
-    /// True for `localhost`, `*.localhost`, `127.0.0.0/8` and `::1`.
-    static func isLoopback(host: String) -> Bool {
-        let host = ASCIIText.trimming(host.lowercased(), where: { $0 == UInt8(ascii: "[") || $0 == UInt8(ascii: "]") })
-        guard !host.isEmpty else { return false }   // empty, or nothing but brackets
-        if host == "localhost" || host.hasSuffix(".localhost") || host == "::1" { return true }
-        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
-        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
+        hasher.combine(self.id)
+        hasher.combine(self.clientID)
     }
 }

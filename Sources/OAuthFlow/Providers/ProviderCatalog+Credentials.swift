@@ -4,91 +4,111 @@ import FoundationEssentials
 import Foundation
 #endif
 
-// The catalog keys of client authentication without a shared secret (issue 17): `clientKeyFile`,
-// `clientKeyID`, `clientCertificateFile`, `clientAssertionAlgorithm`, `clientAssertionAudience`,
-// `caFile`. Files are read and checked when the catalog loads; a problem is `.configuration`
-// naming the key, the file and what is wrong, never the file's contents.
+// The catalog keys of client authentication: `clientAuthentication`, and the keys of
+// authentication without a shared secret (`clientKeyFile`, `clientKeyID`, `clientCertificateFile`,
+// `clientAssertionAlgorithm`, `clientAssertionAudience`, `caFile`, `serviceAccountFile`). Files are
+// read and checked when the catalog loads; a problem is `.configuration` naming the key, the file
+// and what is wrong, never the file's contents. Whether the method and the keys fit together is
+// ``Provider/validate()``'s to say.
 
 extension ProviderCatalog.Entry {
-    /// What the new keys hold once read and checked.
-    struct ClientCredentialKeys {
-        var key: ClientKey?
-        var keyID: String?
-        var certificate: ClientCertificate?
-        var algorithm: SigningAlgorithm?
-        var audience: ClientAssertionAudience = .endpoint
-        var caFile: String?
+    /// `clientAuthentication`; nil when absent (``defaultAuthentication(_:)`` then chooses).
+    func clientAuthentication(hasSecret: Bool) throws(OAuthError) -> Provider.ClientAuthentication? {
+        let key = "clientAuthentication"
+        guard let raw = try string(key) else { return nil }
+        guard let method = Provider.ClientAuthentication(rawValue: raw) else {
+            throw fail(key, "must be one of client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt, "
+                + "tls_client_auth, self_signed_tls_client_auth or none")
+        }
+        if method == .none, hasSecret {
+            throw fail(key, "is none, but a client secret is configured; remove the secret or use client_secret_basic or client_secret_post")
+        }
+        return method
     }
 
-    /// Reads `clientKeyFile`, `clientKeyID`, `clientCertificateFile`, `clientAssertionAlgorithm`,
-    /// `clientAssertionAudience` and `caFile`; `method` is the explicit `clientAuthentication`.
-    func clientCredentials(method: Provider.ClientAuthentication?) throws(OAuthError) -> ClientCredentialKeys {
-        var keys = ClientCredentialKeys()
-        if let written = try string("clientKeyFile") {
-            let path = try credentialPath("clientKeyFile", written)
-            do {
-                keys.key = try ClientKey(contentsOfFile: path)
-            } catch {
-                throw fail("clientKeyFile", Self.withoutLabel(error.message, path: path, label: "client key file"), underlying: error)
-            }
+    /// The client authentication of an entry that names none: `none` for a JWT-bearer grant
+    /// signed with `clientKeyFile` and no secret (the assertion is the credential, RFC 7523
+    /// §2.1); else `client_secret_basic` with a secret, `private_key_jwt` with a key, `none`.
+    func defaultAuthentication(_ provider: Provider) -> Provider.ClientAuthentication {
+        if provider.grant == .jwtBearer, provider.clientSecret == nil, provider.clientKey != nil, provider.serviceAccount == nil {
+            return .none
         }
-        if let written = try string("clientCertificateFile") {
-            let path = try credentialPath("clientCertificateFile", written)
-            do {
-                keys.certificate = try ClientCertificate(contentsOfFile: path)
-            } catch {
-                throw fail("clientCertificateFile", Self.withoutLabel(error.message, path: path, label: "client certificate file"), underlying: error)
-            }
+        return Provider.defaultClientAuthentication(secret: provider.clientSecret, key: provider.clientKey)
+    }
+
+    /// `clientKeyFile`: the private key, read and checked (``ClientKey``).
+    func clientKey() throws(OAuthError) -> ClientKey? {
+        try credentialFile("clientKeyFile", label: "client key file") { path throws(OAuthError) in try ClientKey(contentsOfFile: path) }
+    }
+
+    /// `clientCertificateFile`: the certificate chain, read and checked (``ClientCertificate``).
+    func clientCertificate() throws(OAuthError) -> ClientCertificate? {
+        try credentialFile("clientCertificateFile", label: "client certificate file") { path throws(OAuthError) in
+            try ClientCertificate(contentsOfFile: path)
         }
-        if let written = try string("caFile") {
-            let path = try credentialPath("caFile", written)
-            let blocks: [PEMBlock]
-            do {
-                blocks = try PEMBlock.parse(try CredentialFile.read(path, isPrivate: false))
-            } catch {
-                throw fail("caFile", "\(DisplayText.escape(path)) \(error.reason)")
-            }
-            guard blocks.contains(where: { $0.label == "CERTIFICATE" }) else {
-                throw fail("caFile", "\(DisplayText.escape(path)) holds no PEM certificate (BEGIN CERTIFICATE)")
-            }
-            keys.caFile = path
+    }
+
+    /// `caFile`: the path of a file holding at least one PEM certificate.
+    func caFile() throws(OAuthError) -> String? {
+        guard let written = try string("caFile") else { return nil }
+        let path = try credentialPath("caFile", written)
+        let blocks: [PEMBlock]
+        do {
+            blocks = try PEMBlock.parse(try CredentialFile.read(path, isPrivate: false))
+        } catch {
+            throw fail("caFile", "\(DisplayText.escape(path)) \(error.reason)")
         }
-        if let keyID = try string("clientKeyID") {
-            guard !keyID.isEmpty, keyID.unicodeScalars.allSatisfy({ !DisplayText.isUnsafe($0) }) else {
-                throw fail("clientKeyID", "must be a non-empty string without control characters")
-            }
-            keys.keyID = keyID
+        guard blocks.contains(where: { $0.label == "CERTIFICATE" }) else {
+            throw fail("caFile", "\(DisplayText.escape(path)) holds no PEM certificate (BEGIN CERTIFICATE)")
         }
-        if let name = try string("clientAssertionAlgorithm") {
-            guard let algorithm = SigningAlgorithm(rawValue: name) else {
-                throw fail("clientAssertionAlgorithm", "must be one of " + SigningAlgorithm.allCases.map(\.rawValue).joined(separator: ", "))
-            }
-            keys.algorithm = algorithm
+        return path
+    }
+
+    /// `clientKeyID`: a non-empty string without control characters.
+    func clientKeyID() throws(OAuthError) -> String? {
+        guard let keyID = try string("clientKeyID") else { return nil }
+        guard !keyID.isEmpty, keyID.unicodeScalars.allSatisfy({ !DisplayText.isUnsafe($0) }) else {
+            throw fail("clientKeyID", "must be a non-empty string without control characters")
         }
-        if let value = try string("clientAssertionAudience") {
-            guard let audience = ClientAssertionAudience(catalogValue: value) else {
-                throw fail("clientAssertionAudience", "must be \"endpoint\", \"issuer\" or an absolute URI")
-            }
-            keys.audience = audience
+        return keyID
+    }
+
+    /// `clientAssertionAlgorithm`: a JWS algorithm this library signs with.
+    func clientAssertionAlgorithm() throws(OAuthError) -> SigningAlgorithm? {
+        guard let name = try string("clientAssertionAlgorithm") else { return nil }
+        guard let algorithm = SigningAlgorithm(rawValue: name) else {
+            throw fail("clientAssertionAlgorithm", "must be one of " + SigningAlgorithm.allCases.map(\.rawValue).joined(separator: ", "))
         }
-        let usesKey: Set<Provider.ClientAuthentication> = [.privateKeyJWT, .tlsClientAuth, .selfSignedTLSClientAuth]
-        if keys.key != nil, let method, !usesKey.contains(method), try catalogGrant() != .jwtBearer {
-            throw fail("clientKeyFile", "is used with private_key_jwt, tls_client_auth or self_signed_tls_client_auth, not \(method.rawValue)")
+        return algorithm
+    }
+
+    /// `clientAssertionAudience`: `endpoint`, `issuer` or an absolute URI.
+    func clientAssertionAudience() throws(OAuthError) -> ClientAssertionAudience? {
+        guard let value = try string("clientAssertionAudience") else { return nil }
+        guard let audience = ClientAssertionAudience(catalogValue: value) else {
+            throw fail("clientAssertionAudience", "must be \"endpoint\", \"issuer\" or an absolute URI")
         }
-        if keys.certificate != nil, let method, !usesKey.contains(method) {
-            throw fail("clientCertificateFile", "is used with private_key_jwt, tls_client_auth or self_signed_tls_client_auth, not \(method.rawValue)")
-        }
-        return keys
+        return audience
     }
 
     /// `serviceAccountFile`: a Google-style service-account key, read and checked (``ServiceAccountKey``).
     func serviceAccountKey() throws(OAuthError) -> ServiceAccountKey? {
-        guard let written = try string("serviceAccountFile") else { return nil }
-        let path = try credentialPath("serviceAccountFile", written)
+        try credentialFile("serviceAccountFile", label: "service account file") { path throws(OAuthError) in
+            try ServiceAccountKey(contentsOfFile: path)
+        }
+    }
+
+    /// The file named at `key`, made into a value by `load`; `load`'s failure is reported under
+    /// the key, with the path but without `label` (the loader's own name for the file).
+    func credentialFile<Value>(
+        _ key: String, label: String, _ load: (String) throws(OAuthError) -> Value
+    ) throws(OAuthError) -> Value? {
+        guard let written = try string(key) else { return nil }
+        let path = try credentialPath(key, written)
         do {
-            return try ServiceAccountKey(contentsOfFile: path)
+            return try load(path)
         } catch {
-            throw fail("serviceAccountFile", Self.withoutLabel(error.message, path: path, label: "service account file"), underlying: error)
+            throw fail(key, Self.withoutLabel(error.message, path: path, label: label), underlying: error)
         }
     }
 

@@ -4,15 +4,10 @@ import FoundationEssentials
 import Foundation
 #endif
 
-// The catalog keys of the grants that need no person and of resource indicators (issue 17):
+// The catalog keys of the grants that need no person and of resource indicators:
 // `grant`, `resource`, `subjectTokenFile`, `subjectTokenType`, `audience`, `requestedTokenType`.
 // The subject token file is only named here, not read: it is read on every exchange, because
 // the tokens in it rotate.
-
-extension ProviderCatalog {
-    /// The keys this file reads.
-    static let grantKeys: Set<String> = ["grant", "resource", "subjectTokenFile", "subjectTokenType", "audience", "requestedTokenType"]
-}
 
 extension ProviderCatalog.Entry {
     /// `grant`, as a grant type; nil when absent.
@@ -25,22 +20,17 @@ extension ProviderCatalog.Entry {
         return grant
     }
 
-    /// Reads `grant`, `resource` and the token-exchange keys; `subjectTokenFile` without `grant`
-    /// implies `token-exchange`.
-    func grantSettings() throws(OAuthError) -> GrantSettings {
-        var settings = GrantSettings()
-        settings.grant = try catalogGrant()
-        settings.resources = try resources()
-        let file = try string("subjectTokenFile")
-        let exchangeKeys = ["subjectTokenType", "audience", "requestedTokenType"]
-        guard let file else {
-            if let stray = exchangeKeys.first(where: { value($0) != nil }) {
+    /// `subjectTokenFile` with `subjectTokenType`, `audience` and `requestedTokenType`, which need
+    /// it; the file without `grant` implies `token-exchange`. Read after `grant`.
+    func readTokenExchange(into provider: inout Provider) throws(OAuthError) {
+        guard let file = try string("subjectTokenFile") else {
+            if let stray = ["subjectTokenType", "audience", "requestedTokenType"].first(where: { value($0) != nil }) {
                 throw fail(stray, "is a token-exchange setting and needs subjectTokenFile")
             }
-            if settings.grant == .tokenExchange {
+            if provider.grant == .tokenExchange {
                 throw fail("grant", "token-exchange needs subjectTokenFile (the file holding the subject token, read on every exchange)")
             }
-            return settings
+            return
         }
         let path = try credentialPath("subjectTokenFile", file)
         var exchange = Provider.TokenExchange(subjectTokenFile: path)
@@ -55,9 +45,8 @@ extension ProviderCatalog.Entry {
             exchange.requestedTokenType = type
         }
         exchange.audience = try stringList("audience") ?? []
-        if settings.grant == nil { settings.grant = .tokenExchange }
-        settings.tokenExchange = exchange
-        return settings
+        if provider.grant == nil { provider.grant = .tokenExchange }
+        provider.tokenExchange = exchange
     }
 
     /// `resource`: one absolute URI without a fragment, or an array of them (RFC 8707 §2).
@@ -95,13 +84,5 @@ extension ProviderCatalog.Entry {
             throw fail(items.count == 1 ? key : "\(key)[\(index)]", "must be a non-empty string of visible ASCII")
         }
         return items
-    }
-
-    /// The client authentication when the entry names none: `none` for a JWT-bearer grant signed
-    /// with `clientKeyFile` and no secret (the assertion is the credential, RFC 7523 §2.1); nil
-    /// (the provider's default) otherwise.
-    func defaultAuthentication(_ settings: GrantSettings, hasSecret: Bool) -> Provider.ClientAuthentication? {
-        guard settings.grant == .jwtBearer, !hasSecret, value("clientKeyFile") != nil, value("serviceAccountFile") == nil else { return nil }
-        return Provider.ClientAuthentication.none
     }
 }

@@ -99,6 +99,20 @@ struct CatalogHardeningTests {
         #expect((try? ProviderCatalog.load(data: json, environment: [:]))?.first?.id == "demo")
     }
 
+    @Test("strict mode loads endSessionURL and idTokenSigningAlgorithms, which Catalog.md documents, with their values")
+    func strictDocumentedOIDCKeys() throws {
+        let json = Data(#"[\#(Self.entry), "endSessionURL": "https://auth.example.com/logout", "idTokenSigningAlgorithms": ["ES256", "RS256"]}]"#.utf8)
+        let provider = try #require(try ProviderCatalog.load(data: json, environment: [:], strict: true).first)
+        #expect(provider.endSessionURL?.absoluteString == "https://auth.example.com/logout")
+        #expect(provider.idTokenSigningAlgorithms == ["ES256", "RS256"])
+        // One name alone is accepted too, and a typo of either is suggested.
+        let single = Data(#"[\#(Self.entry), "idTokenSigningAlgorithms": "EdDSA"}]"#.utf8)
+        #expect(try ProviderCatalog.load(data: single, environment: [:], strict: true).first?.idTokenSigningAlgorithms == ["EdDSA"])
+        let typo = Data(#"[\#(Self.entry), "endSessionUrl": "https://auth.example.com/logout"}]"#.utf8)
+        let error = #expect(throws: OAuthError.self) { try ProviderCatalog.load(data: typo, environment: [:], strict: true) }
+        #expect(error?.message == #"provider #1 ("demo"): endSessionUrl: is not a known key; did you mean "endSessionURL"? (strict mode)"#)
+    }
+
     @Test("strict mode: a key with no close match, and an unknown top-level key")
     func strictOther() {
         let far = Data("[\(Self.entry), \"zzzzzzzzzzzzzzzz\": 1}]".utf8)
