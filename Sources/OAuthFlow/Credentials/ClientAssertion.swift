@@ -45,7 +45,7 @@ enum ClientAssertion {
     ///
     /// The JSON is written straight into bytes (members in this order, strings escaped as
     /// ``JSONValue`` escapes them): building it through ``JSONValue`` cost a third of an ES256
-    /// signature (Documentation/Performance.md, "Client assertions and the agent").
+    /// signature (Documentation/PerformanceLog.md, "Client assertions and the agent").
     static func signingInput(_ parameters: Parameters, now: Date) throws(OAuthError) -> String {
         var header: [UInt8] = []
         header.reserveCapacity(160)

@@ -3,7 +3,7 @@ import OAuthFlow
 import OAuthFlowTesting
 import Testing
 
-@Suite("Secrets never print (STYLE §5)", .timeLimit(.minutes(1)))
+@Suite("Secrets never print", .timeLimit(.minutes(1)))
 struct RedactionTests {
     /// Every type that holds a secret, built the way an application meets it.
     enum Specimen: String, CaseIterable, Sendable {
