@@ -25,6 +25,10 @@ digester="$(dirname "$(command -v swift)")/swift-api-digester"
 [[ -x "$digester" ]] || fail "no swift-api-digester beside $(command -v swift)"
 release() { sed -n "s/^$1 //p" api/last-release; }
 
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+  exit 0
+fi
 if [[ "${1:-}" == "--record" ]]; then
   version="$(tr -d '[:space:]' < VERSION)"
   commit="$(git rev-parse --verify "${2:-HEAD}^{commit}")" || fail "git cannot resolve ${2:-HEAD}: --record needs the repository's history"
