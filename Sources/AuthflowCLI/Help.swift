@@ -1,5 +1,6 @@
 extension Authflow {
-    /// The version `--version` prints.
+    /// The version `--version` prints: the file VERSION's, which scripts/package.sh reads
+    /// (ReleaseTests fails when they differ).
     public static let version = "0.1.0"
 
     /// Every command, in the order `help` lists them: the one table `help`, the parser, the
