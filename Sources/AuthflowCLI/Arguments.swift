@@ -56,6 +56,12 @@ public enum Command: Sendable, Equatable {
     case gitCredential(provider: String, action: String)
     /// `kube-credential PROVIDER`: kubectl's exec credential plugin.
     case kubeCredential(provider: String)
+    /// `exec PROVIDER[=NAME]... [--env NAME] -- COMMAND [ARGUMENT]...`: COMMAND in place of
+    /// `authflow`, with tokens in its environment.
+    case exec(ExecOptions)
+    /// `docker-credential PROVIDER ACTION`, or `docker-credential-authflow ACTION` (provider nil:
+    /// chosen by the catalog's `registries`): Docker's credential helper.
+    case dockerCredential(provider: String?, action: String)
     /// `completion bash|zsh|fish`; nil: `completion --provider-ids`.
     case completion(shell: String?)
     /// `man`: the manual page in roff.
@@ -81,6 +87,8 @@ public enum Command: Sendable, Equatable {
         case .tokenHeader: return "token"
         case .gitCredential: return "git-credential"
         case .kubeCredential: return "kube-credential"
+        case .exec: return "exec"
+        case .dockerCredential: return "docker-credential"
         case .completion: return "completion"
         case .manPage: return "man"
         case .agent: return "agent"
@@ -178,6 +186,8 @@ extension Authflow {
 
         var index = 0
         var optionsEnded = false
+        // How many positionals came before `--`: what follows it is `exec`'s command line.
+        var positionalsBeforeEnd: Int?
         while index < arguments.count {
             let argument = arguments[index]
             index += 1
@@ -187,6 +197,7 @@ extension Authflow {
             }
             if argument == "--" {
                 optionsEnded = true
+                positionalsBeforeEnd = positionals.count
                 continue
             }
             var name = argument
@@ -242,6 +253,16 @@ extension Authflow {
         let spec = command(commandName)
         for option in options where !(spec?.optionNames.contains(option.name) ?? false) {
             throw UsageError("unknown option '\(option.name)' for '\(commandName)'", command: commandName)
+        }
+        // `exec`: the words after `--` are the command it runs, never read as options or counted.
+        var commandLine: [String] = []
+        if commandName == "exec" {
+            guard let end = positionalsBeforeEnd else {
+                throw UsageError("put -- before the command to run: authflow exec PROVIDER -- COMMAND [ARGUMENT]...", command: commandName)
+            }
+            commandLine = Array(positionals[end...])
+            positionals = Array(positionals[..<end])
+            guard !commandLine.isEmpty else { throw UsageError("missing COMMAND after --", command: commandName) }
         }
         let range = spec?.positionals ?? 0...0
         if positionals.count < range.lowerBound {
@@ -299,6 +320,11 @@ extension Authflow {
             return invocation(.gitCredential(provider: positionals[0], action: positionals[1]))
         case "kube-credential":
             return invocation(.kubeCredential(provider: positionals[0]))
+        case "exec":
+            return invocation(.exec(try ExecOptions.parse(positionals, variable: options.last { $0.name == "--env" }?.value,
+                                                          command: commandLine)))
+        case "docker-credential":
+            return invocation(.dockerCredential(provider: positionals[0], action: positionals[1]))
         case "completion":
             if flag("--provider-ids") {
                 guard positionals.isEmpty else { throw UsageError("--provider-ids takes no SHELL", command: commandName) }

@@ -148,6 +148,50 @@ extension Authflow {
             A grant no person logs in to fetches its token as token does.
             """),
         CommandSpec(
+            "exec", usage: "[--config FILE] [--store DIR] exec PROVIDER[=NAME]... [--env NAME] -- COMMAND [ARGUMENT]...",
+            synopsis: "exec PROVIDER [--env NAME] -- COMMAND...", summary: "run COMMAND with a valid token in its environment",
+            positionalNames: ["PROVIDER[=NAME]"], positionals: 1...8, takesProvider: true,
+            about: """
+            Run COMMAND in place of authflow (execve: the same process, so its signals are COMMAND's and
+            so is the exit status) with a valid access token of PROVIDER in its environment, as
+            AUTHFLOW_TOKEN, or the NAME of --env; PROVIDER=NAME pairs (up to 8) put several tokens in
+            several variables. COMMAND is looked up on PATH. The tokens come as token gets them (the
+            agent, the store, a refresh), never on a command line.
+
+            A DPoP-bound token is refused (exit 65): it is useless without its key and a proof for each
+            request. With nothing stored for a grant a person logs in to, it exits 77 and COMMAND never
+            runs; 127 when COMMAND is not found, 126 when it cannot be run.
+            """,
+            options: [OptionSpec("--env", value: "NAME", "the variable of PROVIDER's token (default AUTHFLOW_TOKEN)")],
+            optionWidth: 12,
+            notes: """
+            An environment is never refreshed: a COMMAND that runs past the token's expiry should ask the
+            agent's socket or read a token file the agent rewrites (authflow help agent).
+            Example: authflow exec github=GH_TOKEN -- gh api /user
+            """),
+        CommandSpec(
+            "docker-credential", usage: "[--config FILE] [--store DIR] docker-credential PROVIDER get|store|erase|list|version",
+            synopsis: "docker-credential PROVIDER ACTION", summary: "Docker's credential helper: a token as a registry's password",
+            positionalNames: ["PROVIDER", "ACTION"], positionals: 2...2, takesProvider: true,
+            positionalChoices: ["get", "store", "erase", "list", "version"],
+            about: """
+            Answer Docker's credential-helper protocol on stdin and stdout. Installed as a link named
+            docker-credential-authflow (the provider is then the one whose catalog entry lists the
+            registry in "registries"), Docker runs it for the registries ~/.docker/config.json names:
+              {"credHelpers": {"registry.example.com": "authflow"}}
+
+              get      for a registry in PROVIDER's "registries": {"ServerURL","Username","Secret"}, the
+                       catalog's registryUsername (default oauth2accesstoken) and a valid access token;
+                       another server: credentials not found in native keychain (exit 1)
+              list     the registries and their usernames, as a JSON object
+              store    refused (exit 1): the token comes from the provider's login
+              erase    refused (exit 1): authflow logout PROVIDER ends the login
+              version  the helper's version
+
+            A failure is one line on stdout, where Docker reads it, and the report on stderr. With nothing
+            stored for a grant a person logs in to, get exits 77: run authflow login PROVIDER first.
+            """),
+        CommandSpec(
             "demo", usage: "demo", synopsis: "demo", summary: "the main job, end to end, offline, against an embedded provider",
             about: """
             Run the whole job offline against an embedded mock provider: a device login (pending,
@@ -252,6 +296,7 @@ extension Authflow {
         ("COLUMNS", ["the terminal width when stderr's cannot be read (does the QR code fit)"]),
         ("GIT_TERMINAL_PROMPT", ["0: git-credential never logs in on the terminal"]),
         ("KUBERNETES_EXEC_INFO", ["set by kubectl: the ExecCredential apiVersion and whether kube-credential may prompt"]),
+        ("AUTHFLOW_TOKEN", ["set by 'exec' for COMMAND: the token (unless --env or PROVIDER=NAME names another variable)"]),
     ]
 
     /// The table entry of `name`.
@@ -310,7 +355,8 @@ extension Authflow {
         Exit codes:
         \(ExitCode.allCases.map { "  \($0)" }.joined(separator: "\n"))
 
-        Run 'authflow help COMMAND' for a command's options. Tokens are printed only by 'token'.
+        Run 'authflow help COMMAND' for a command's options. Tokens are printed only by 'token' and the
+        credential helpers, and put in an environment only by 'exec'.
 
         """
     }

@@ -56,6 +56,7 @@ struct CommandTableTests {
         case ("completion", "--provider-ids"): return [command] + extra
         case ("completion", _): return [command, "bash"] + extra
         case ("git-credential", _): return [command, "gh", "get"] + extra
+        case ("exec", _): return [command, "gh"] + extra + ["--", "true"]
         case ("token", "--dpop-proof"): return [command, "gh", "GET", "https://api.example/"] + extra
         default: return [command] + Array(repeating: "gh", count: spec.positionals.lowerBound) + extra
         }

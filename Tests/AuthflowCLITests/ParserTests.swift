@@ -20,6 +20,8 @@ struct ParserTests {
         (["userinfo", "github"], .userinfo(provider: "github")),
         (["userinfo", "--store", "/s", "github"], .userinfo(provider: "github")),
         (["demo"], .demo),
+        (["exec", "github", "--", "env"], .exec(ExecOptions(bindings: [.init(provider: "github", variable: "AUTHFLOW_TOKEN")], command: ["env"]))),
+        (["docker-credential", "github", "get"], .dockerCredential(provider: "github", action: "get")),
         (["help"], .help(topic: nil)),
         (["help", "login"], .help(topic: "login")),
         (["--help"], .help(topic: nil)),
@@ -108,7 +110,7 @@ struct ParserTests {
             #expect(stdout.text.contains(word), "missing \(word)")
         }
         for code in ExitCode.allCases { #expect(stdout.text.contains(code.description)) }
-        #expect(Set(ExitCode.allCases.map(\.rawValue)) == [0, 1, 64, 65, 69, 75, 77, 130])
+        #expect(Set(ExitCode.allCases.map(\.rawValue)) == [0, 1, 64, 65, 69, 75, 77, 126, 127, 130])
     }
 
     @Test("help COMMAND shows that command's options")
