@@ -72,6 +72,10 @@ ok "authflow $VERSION installed from $DEB (${#files[@]} files)"
 [[ "$(command -v authflow)" == /usr/bin/authflow ]] || fail "authflow on PATH is $(command -v authflow), not /usr/bin/authflow"
 [[ "$(authflow --version)" == "authflow $VERSION" ]] || fail "authflow --version says '$(authflow --version)', VERSION $VERSION"
 ok "authflow --version: authflow $VERSION"
+[[ "$(readlink /usr/bin/docker-credential-authflow)" == authflow ]] || fail "/usr/bin/docker-credential-authflow is not a link to authflow"
+[[ "$(docker-credential-authflow version)" == "docker-credential-authflow (authflow) $VERSION" ]] ||
+  fail "docker-credential-authflow version says '$(docker-credential-authflow version 2>&1)'"
+ok "docker-credential-authflow: the link Docker runs answers as the helper"
 authflow demo > "$work/demo" 2>&1 || { cat "$work/demo" >&2; fail "authflow demo exited $?"; }
 grep -q '^Done: the temporary store is removed' "$work/demo" || { cat "$work/demo" >&2; fail "authflow demo did not finish"; }
 ok "authflow demo"

@@ -68,6 +68,9 @@ chmod 0644 "$dbg/$debug_file"
 strip --remove-section=.comment --remove-section=.note -o "$root/usr/bin/authflow" "$BINARY"
 objcopy --add-gnu-debuglink="$dbg/$debug_file" "$root/usr/bin/authflow"
 chmod 0755 "$root/usr/bin/authflow"
+# Docker runs its credential helpers by the name docker-credential-NAME; authflow answers as
+# the helper when started under that name (Documentation/CLI.md, "docker-credential").
+ln -s authflow "$root/usr/bin/docker-credential-authflow"
 [[ "$(readelf -n "$root/usr/bin/authflow" | awk '/Build ID:/ { print $3; exit }')" == "$build_id" ]] ||
   fail "stripping lost the build-id"
 authflow="$root/usr/bin/authflow"
