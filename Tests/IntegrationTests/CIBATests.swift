@@ -22,7 +22,7 @@ struct CIBAIntegration {
     static let alice = #"{"username":"alice"}"#
 
     func provider(
-        _ server: CIBAGlewlwyd, clientID: String, secret: String? = nil, method: Provider.ClientAuthentication, key: String? = nil,
+        _ server: GlewlwydServer, clientID: String, secret: String? = nil, method: Provider.ClientAuthentication, key: String? = nil,
         mode: CIBADeliveryMode = .poll
     ) throws -> Provider {
         var provider = Provider(
@@ -33,8 +33,14 @@ struct CIBAIntegration {
         return provider
     }
 
-    static func transport(_ server: CIBAGlewlwyd) -> Recording {
+    static func transport(_ server: GlewlwydServer) -> Recording {
         Recording(CurlTransport(timeout: 30, proxy: .none, caFile: URL(fileURLWithPath: server.pki("ca.crt"))))
+    }
+
+    /// A flow for the `ciba-secret` client (client_secret_basic, poll mode) through `transport`.
+    func secretFlow(_ server: GlewlwydServer, _ transport: Recording) async throws -> AuthFlow {
+        try await AuthFlow(providers: [try provider(server, clientID: "ciba-secret", secret: "ciba-secret-value-0123456789abcdef",
+                                                    method: .clientSecretBasic)], transport: transport)
     }
 
     /// A binding message no other test's request has, so that user.py picks this one.
@@ -49,7 +55,7 @@ struct CIBAIntegration {
     @Test("poll mode, approved by alice: the request and the polls on the wire, the exact states, the ID token validated, the refresh token usable",
           arguments: methods)
     func approved(clientID: String, secret: String?, method: Provider.ClientAuthentication, key: String?) async throws {
-        let server = try CIBAGlewlwyd.require()
+        let server = try GlewlwydServer.require()
         let transport = Self.transport(server)
         let flow = try await AuthFlow(providers: [try provider(server, clientID: clientID, secret: secret, method: method, key: key)],
                                       transport: transport)
@@ -105,9 +111,8 @@ struct CIBAIntegration {
 
     @Test("denied by alice: .accessDenied, nothing stored, states end in .error")
     func denied() async throws {
-        let server = try CIBAGlewlwyd.require()
-        let flow = try await AuthFlow(providers: [try provider(server, clientID: "ciba-secret", secret: "ciba-secret-value-0123456789abcdef",
-                                                               method: .clientSecretBasic)], transport: Self.transport(server))
+        let server = try GlewlwydServer.require()
+        let flow = try await secretFlow(server, Self.transport(server))
         let message = Self.message("Deny")
         let login = Task {
             try await flow.authorizeWithBackchannel(provider: "glewlwyd", BackchannelAuthenticationRequest(hint: .loginHint(Self.alice), bindingMessage: message))
@@ -122,10 +127,9 @@ struct CIBAIntegration {
 
     @Test("expiry: with requested_expiry 6 s and glewlwyd's interval of 5 s, one poll (pending), then .expired without another request")
     func expired() async throws {
-        let server = try CIBAGlewlwyd.require()
+        let server = try GlewlwydServer.require()
         let transport = Self.transport(server)
-        let flow = try await AuthFlow(providers: [try provider(server, clientID: "ciba-secret", secret: "ciba-secret-value-0123456789abcdef",
-                                                               method: .clientSecretBasic)], transport: transport)
+        let flow = try await secretFlow(server, transport)
         let error = await #expect(throws: OAuthError.self) {
             try await flow.authorizeWithBackchannel(
                 provider: "glewlwyd",
@@ -137,9 +141,8 @@ struct CIBAIntegration {
 
     @Test("user_code: glewlwyd advertises it; the right code is accepted, a wrong one is 400 invalid_user_code before the person is asked")
     func userCode() async throws {
-        let server = try CIBAGlewlwyd.require()
-        let flow = try await AuthFlow(providers: [try provider(server, clientID: "ciba-secret", secret: "ciba-secret-value-0123456789abcdef",
-                                                               method: .clientSecretBasic)], transport: Self.transport(server))
+        let server = try GlewlwydServer.require()
+        let flow = try await secretFlow(server, Self.transport(server))
         #expect(try await flow.metadata(for: flow.provider("glewlwyd")).backchannelUserCodeParameterSupported)
         let wrong = await #expect(throws: OAuthError.self) {
             try await flow.requestBackchannelAuthentication(
@@ -156,10 +159,9 @@ struct CIBAIntegration {
 
     @Test("a binding message with an escape sequence, which glewlwyd would accept and show, is refused before anything is sent")
     func controlCharactersRefused() async throws {
-        let server = try CIBAGlewlwyd.require()
+        let server = try GlewlwydServer.require()
         let transport = Self.transport(server)
-        let flow = try await AuthFlow(providers: [try provider(server, clientID: "ciba-secret", secret: "ciba-secret-value-0123456789abcdef",
-                                                               method: .clientSecretBasic)], transport: transport)
+        let flow = try await secretFlow(server, transport)
         let error = await #expect(throws: OAuthError.self) {
             try await flow.requestBackchannelAuthentication(
                 provider: "glewlwyd", BackchannelAuthenticationRequest(hint: .loginHint(Self.alice), bindingMessage: "Ticket\u{1B}[2J 4711"))
@@ -170,7 +172,7 @@ struct CIBAIntegration {
 
     @Test("ping mode: glewlwyd's ping to our loopback listener (Bearer client_notification_token, {auth_req_id}) wakes a poll that would otherwise never run")
     func ping() async throws {
-        let server = try CIBAGlewlwyd.require()
+        let server = try GlewlwydServer.require()
         let transport = Self.transport(server)
         let flow = try await AuthFlow(
             providers: [try provider(server, clientID: "ciba-ping", secret: "ciba-ping-value-0123456789abcdef", method: .clientSecretBasic,
@@ -203,7 +205,7 @@ struct CIBAIntegration {
 
     @Test("authflow login --ciba (the binary): the binding message and the request on the terminal, approved by alice, then token prints a live token")
     func cliLogin() async throws {
-        let server = try CIBAGlewlwyd.require()
+        let server = try GlewlwydServer.require()
         let scratch = try TemporaryDirectory("authflow-it-ciba")
         defer { scratch.remove() }
         let catalog = scratch.url.appendingPathComponent("providers.json")
@@ -237,7 +239,7 @@ struct CIBAIntegration {
 
     @Test("authflow agent re-authorizes a provider with cibaLoginHint through CIBA: the notify command gets the binding message, alice approves it, the socket serves the token")
     func agentReauthorizes() async throws {
-        let server = try CIBAGlewlwyd.require()
+        let server = try GlewlwydServer.require()
         let scratch = try TemporaryDirectory("authflow-it-ciba-agent", in: URL(fileURLWithPath: "/tmp"))   // short socket paths
         defer { scratch.remove() }
         let directory = scratch.url
@@ -249,25 +251,10 @@ struct CIBAIntegration {
               "cibaLoginHint": "{\\"username\\":\\"alice\\"}"
             }]
             """.utf8).write(to: catalog)
-        let socket = directory.appendingPathComponent("agent.sock").path
-        let notified = directory.appendingPathComponent("notified").path
-        let environment = ["PATH": "/usr/bin:/bin", "HOME": directory.path, "NO_COLOR": "1", "no_proxy": "127.0.0.1,localhost"]
-        let agent = try RunningBinary(
-            ["--config", catalog.path, "--store", directory.appendingPathComponent("store").path, "agent", "--socket", socket,
-             "--notify-command", "env | grep '^AUTHFLOW_' > \(notified).tmp && mv \(notified).tmp \(notified)"],
-            environment: environment)
+        let agent = try NotifyingAgent(directory: directory, catalog: catalog)
         defer { kill(agent.pid, SIGTERM) }
 
-        var variables: [String: String] = [:]
-        for _ in 0..<1500 where variables["AUTHFLOW_BINDING_MESSAGE"] == nil {
-            if let text = try? String(contentsOfFile: notified, encoding: .utf8) {
-                for line in text.split(separator: "\n") {
-                    let pair = line.split(separator: "=", maxSplits: 1).map(String.init)
-                    if pair.count == 2 { variables[pair[0]] = pair[1] }
-                }
-            }
-            if variables["AUTHFLOW_BINDING_MESSAGE"] == nil { try await Task.sleep(for: .milliseconds(20)) }
-        }
+        let variables = try await notifiedVariables(agent.notified, until: "AUTHFLOW_BINDING_MESSAGE")
         let message = try #require(variables["AUTHFLOW_BINDING_MESSAGE"], "no notification; stderr: \(agent.stderr)")
         #expect(message.hasPrefix("authflow agent: glewlwyd ("))
         #expect(variables["AUTHFLOW_PROVIDER"] == "glewlwyd")
@@ -275,7 +262,7 @@ struct CIBAIntegration {
         #expect(agent.stderr.contains("the request shows \"\(message)\""))
 
         #expect(try await server.user(["approve", "--client-id", "ciba-secret", "--binding-message", message, "--wait", "20"]) == 0)
-        let agentEnvironment = environment.merging(["AUTHFLOW_AGENT": socket]) { _, new in new }
+        let agentEnvironment = agent.clientEnvironment
         var served: String?
         for _ in 0..<1500 where served == nil {
             let answer = try await runBinary(["token", "glewlwyd"], environment: agentEnvironment)
@@ -341,36 +328,25 @@ private enum PingListener {
 
 // MARK: - The server
 
-/// The running glewlwyd of this suite (`Server/ciba/`), and alice's side of it (`user.py`).
-struct CIBAGlewlwyd: Sendable {
-    let port: Int
-    let home: String
-    var base: String { "https://127.0.0.1:\(port)" }
-    var issuer: String { "\(base)/api/oidc" }
-    func pki(_ name: String) -> String { "\(home)/pki/\(name)" }
-
-    /// Runs `user.py ARGUMENTS` against this server (its output goes to `HOME/fixture.log`); returns its exit status.
+extension GlewlwydServer {
+    /// Runs `Server/ciba/user.py ARGUMENTS` (alice's side) against this server (its output goes to
+    /// `HOME/fixture.log`); returns its exit status.
     func user(_ arguments: [String]) async throws -> Int32 {
         let script = ServerLauncher.serverDirectory.appendingPathComponent("ciba/user.py").path
         return try await ServerLauncher.run("/usr/bin/python3", [script, "--port", String(port), "--home", home] + arguments,
                                             environment: [:], log: URL(fileURLWithPath: home), timeout: .seconds(60))
     }
-
-    @TaskLocal static var current: CIBAGlewlwyd?
-
-    static func require(sourceLocation: SourceLocation = #_sourceLocation) throws -> CIBAGlewlwyd {
-        try #require(current, "run inside the .cibaGlewlwyd suite", sourceLocation: sourceLocation)
-    }
 }
 
 extension Trait where Self == ScriptedServerTrait {
-    /// Runs the suite against one glewlwyd started for it (Server/ciba/start.sh on a free port, stop.sh after).
+    /// Runs the suite against one glewlwyd provisioned for CIBA (Server/ciba/start.sh on a free port, stop.sh
+    /// after), published to the tests as ``GlewlwydServer/current`` (the PAR suite's, in its own task tree).
     static var cibaGlewlwyd: Self {
         let home = ProcessInfo.processInfo.environment["OAUTHFLOW_CIBA_HOME"] ?? "/tmp/oauthflow-ciba"
         let server = ScriptedServer(directory: "ciba", logPrefix: "oauthflow-ciba", portVariable: "OAUTHFLOW_CIBA_PORT",
                                     environment: ["OAUTHFLOW_CIBA_HOME": home])
         return Self(server: server) { port, suite in
-            try await CIBAGlewlwyd.$current.withValue(CIBAGlewlwyd(port: port, home: home)) { try await suite() }
+            try await GlewlwydServer.$current.withValue(GlewlwydServer(port: port, home: home)) { try await suite() }
         }
     }
 }

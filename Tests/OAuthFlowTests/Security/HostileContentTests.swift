@@ -234,7 +234,7 @@ extension HostileServerTests {
     }
 }
 
-// MARK: RFC 8628 polling abuse
+// MARK: RFC 8628 and CIBA polling abuse
 
 extension HostileServerTests {
     /// A device flow whose token endpoint abuses RFC 8628 §3.5.
@@ -261,49 +261,27 @@ extension HostileServerTests {
         PollingCase(name: "a 503 without an OAuth body", expiresIn: 60, interval: 1, answers: "<html>busy</html>", status: 503, code: .httpStatus),
     ]
 
-    @Test("device polling never sleeps past expires_in, whatever the server asks (RFC 8628 §3.5)", arguments: HostileServer.selected(pollingCases))
-    func pollingAbuse(_ test: PollingCase) async throws {
+    @Test("device and CIBA polling never sleep past expires_in, whatever the server asks (RFC 8628 §3.5, CIBA Core §7.3, §11)",
+          arguments: HostileServer.selected(pollingCases), [HostileTarget.devicePolling, .backchannelPolling])
+    func pollingAbuse(_ test: PollingCase, grant: HostileTarget) async throws {
         await HostileServer.flows.enter()
         defer { Task { await HostileServer.flows.leave() } }
         let server = try HostileServer()
         defer { server.stop() }
-        server.script("/device", .reply(200, Self.deviceCode(["expires_in": "\(test.expiresIn)", "interval": "\(test.interval)"])))
+        let lifetime = ["expires_in": "\(test.expiresIn)", "interval": "\(test.interval)"]
+        if grant == .devicePolling {
+            server.script("/device", .reply(200, Self.deviceCode(lifetime)))
+        } else {
+            server.script("/ciba", .reply(200, Self.acknowledgement(lifetime)))
+        }
         server.script("/token", .reply(test.status, test.answers, contentType: test.status == 503 ? "text/html" : "application/json"))
         let clock = TestClock()
 
-        let run = try await Hostile.run(.devicePolling, server: server, transport: Hostile.transport(.curl, timeout: Hostile.longDeadline),
-                                        clock: clock)
+        let run = try await Hostile.run(grant, server: server, transport: Hostile.transport(.curl, timeout: Hostile.longDeadline), clock: clock)
 
         Hostile.check(run, code: test.code, endpoint: .token, stored: .unchanged)
         let slept = run.sleeps.reduce(Duration.zero, +)
         #expect(slept <= .seconds(test.expiresIn), "slept \(slept) of a \(test.expiresIn) s code")
-        if test.code == .expired {
-            #expect(slept == .seconds(test.expiresIn), "polling stops at expiry, not before")
-        }
-        #expect(run.requests.count <= test.expiresIn / max(1, min(test.interval, test.expiresIn)) + 1)
-    }
-}
-
-// MARK: CIBA polling abuse (the same loop)
-
-extension HostileServerTests {
-    @Test("CIBA polling never sleeps past expires_in either, whatever the server asks (CIBA Core §7.3, §11)",
-          arguments: HostileServer.selected(pollingCases))
-    func backchannelPollingAbuse(_ test: PollingCase) async throws {
-        await HostileServer.flows.enter()
-        defer { Task { await HostileServer.flows.leave() } }
-        let server = try HostileServer()
-        defer { server.stop() }
-        server.script("/ciba", .reply(200, Self.acknowledgement(["expires_in": "\(test.expiresIn)", "interval": "\(test.interval)"])))
-        server.script("/token", .reply(test.status, test.answers, contentType: test.status == 503 ? "text/html" : "application/json"))
-        let clock = TestClock()
-
-        let run = try await Hostile.run(.backchannelPolling, server: server, transport: Hostile.transport(.curl, timeout: Hostile.longDeadline),
-                                        clock: clock)
-
-        Hostile.check(run, code: test.code, endpoint: .token, stored: .unchanged)
-        let slept = run.sleeps.reduce(Duration.zero, +)
-        #expect(slept <= .seconds(test.expiresIn), "slept \(slept) of a \(test.expiresIn) s request")
         if test.code == .expired {
             #expect(slept == .seconds(test.expiresIn), "polling stops at expiry, not before")
         }
