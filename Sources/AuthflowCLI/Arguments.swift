@@ -34,7 +34,7 @@ public struct Invocation: Sendable, Equatable {
 public enum Command: Sendable, Equatable {
     /// `providers [--json]`.
     case providers(json: Bool)
-    /// `login PROVIDER [--device | --browser | --client-credentials] [--scope S]... [--json] [--timeout SECONDS]`.
+    /// `login PROVIDER [--device | --browser | --client-credentials | --ciba] [--scope S]... [--json] [--timeout SECONDS]`.
     case login(LoginOptions)
     /// `token PROVIDER [--json]`.
     case token(provider: String, json: Bool)
@@ -108,6 +108,8 @@ public struct LoginOptions: Sendable, Equatable {
         case browser
         /// `--client-credentials`: RFC 6749 §4.4.
         case clientCredentials = "client-credentials"
+        /// `--ciba`: OpenID Connect CIBA; the provider asks the person on their own device.
+        case ciba
     }
 
     /// The provider id.
@@ -123,6 +125,8 @@ public struct LoginOptions: Sendable, Equatable {
     /// `--qr` (true) or `--no-qr` (false): whether a device login draws its link as a QR code;
     /// nil draws it when stderr is a terminal wide enough, colour is allowed and libqrencode loads.
     public var qr: Bool?
+    /// The CIBA options (`--login-hint`, `--binding-message`…); any of them implies `--ciba`.
+    public var ciba: CIBALoginOptions
 
     /// The default browser wait: 5 minutes.
     public static let defaultTimeout = 300
@@ -130,9 +134,10 @@ public struct LoginOptions: Sendable, Equatable {
     /// Creates login options.
     public init(
         provider: String, method: Method? = nil, scopes: [String] = [], json: Bool = false, timeout: Int = LoginOptions.defaultTimeout,
-        qr: Bool? = nil
+        qr: Bool? = nil, ciba: CIBALoginOptions = CIBALoginOptions()
     ) {
         self.qr = qr
+        self.ciba = ciba
         self.provider = provider
         self.method = method
         self.scopes = scopes
@@ -279,7 +284,15 @@ extension Authflow {
         case "login":
             let methods = LoginOptions.Method.allCases.filter { flag("--\($0.rawValue)") }
             guard methods.count <= 1 else {
-                throw UsageError("choose one of --device, --browser, --client-credentials", command: commandName)
+                throw UsageError("choose one of --device, --browser, --client-credentials, --ciba", command: commandName)
+            }
+            let ciba = try CIBALoginOptions.parse(options)
+            var method = methods.first
+            if !ciba.isEmpty {
+                guard method == nil || method == .ciba else {
+                    throw UsageError("--login-hint, --binding-message and the other CIBA options are for --ciba", command: commandName)
+                }
+                method = .ciba
             }
             var scopes: [String] = []
             for option in options where option.name == "--scope" {
@@ -300,9 +313,9 @@ extension Authflow {
                 timeout = seconds
             }
             guard !(flag("--qr") && flag("--no-qr")) else { throw UsageError("choose one of --qr, --no-qr", command: commandName) }
-            return invocation(.login(LoginOptions(provider: positionals[0], method: methods.first, scopes: scopes,
+            return invocation(.login(LoginOptions(provider: positionals[0], method: method, scopes: scopes,
                                                   json: flag("--json"), timeout: timeout,
-                                                  qr: flag("--qr") ? true : flag("--no-qr") ? false : nil)))
+                                                  qr: flag("--qr") ? true : flag("--no-qr") ? false : nil, ciba: ciba)))
         case "token":
             if flag("--dpop-proof") {
                 guard !flag("--json"), !flag("--header") else { throw UsageError("--dpop-proof prints header lines; drop --json and --header", command: commandName) }

@@ -13,9 +13,11 @@ extension Authflow {
             options: [OptionSpec("--json", "one JSON object per provider per line: id, grants, login (the default method), scopes")]),
         CommandSpec(
             "login",
-            usage: "[--config FILE] [--store DIR] login PROVIDER [--device | --browser | --client-credentials] "
-                + "[--scope S]... [--json] [--timeout SECONDS] [--qr | --no-qr]",
-            synopsis: "login PROVIDER [--device | --browser | --client-credentials] [--scope S]... [--json]",
+            usage: "[--config FILE] [--store DIR] login PROVIDER [--device | --browser | --client-credentials | --ciba] "
+                + "[--scope S]... [--json] [--timeout SECONDS] [--qr | --no-qr] "
+                + "[--login-hint VALUE | --id-token-hint TOKEN | --login-hint-token TOKEN] [--binding-message TEXT] "
+                + "[--user-code CODE] [--requested-expiry SECONDS]",
+            synopsis: "login PROVIDER [--device | --browser | --client-credentials | --ciba] [--scope S]... [--json]",
             summary: "log in and store the tokens", positionalNames: ["PROVIDER"], positionals: 1...1, takesProvider: true,
             about: """
             Log in to PROVIDER and store its tokens.
@@ -23,7 +25,8 @@ extension Authflow {
             Without a flag, authflow uses the device grant when the provider has a device endpoint
             and no display is available (neither DISPLAY nor WAYLAND_DISPLAY is set), and the browser
             otherwise. A provider with a client secret and neither a redirectURI nor a device endpoint
-            uses client credentials.
+            uses client credentials, unless it has a backchannelAuthenticationURL and a cibaLoginHint:
+            then CIBA.
             """,
             options: [
                 OptionSpec("--device", "RFC 8628 device authorization: prints a URL and a code to type",
@@ -32,6 +35,9 @@ extension Authflow {
                            "opens it with xdg-open when a display is present), then waits",
                            "for the redirect on a loopback address (RFC 8252)"),
                 OptionSpec("--client-credentials", "RFC 6749 §4.4, for a confidential client"),
+                OptionSpec("--ciba", "OpenID Connect CIBA: the provider asks the person on their own device",
+                           "(found by a hint); prints the binding message, counts down, and polls",
+                           "until they answer; for a confidential client"),
                 OptionSpec("--scope", value: "S", "request scope S instead of the provider's (repeatable)"),
                 OptionSpec("--json", "JSON Lines on stdout, one object per state transition"),
                 OptionSpec("--timeout", value: "SECONDS", "how long the browser login waits for its redirect (default 300)"),
@@ -39,6 +45,14 @@ extension Authflow {
                            "would not be (by default: when stderr is a terminal wide enough for it,",
                            "and neither NO_COLOR nor TERM=dumb is set; needs libqrencode)"),
                 OptionSpec("--no-qr", "never draw the QR code"),
+                OptionSpec("--login-hint", value: "VALUE", "CIBA: whom to ask, as the provider knows them (an e-mail address,",
+                           "a phone number; Glewlwyd: {\"username\":\"alice\"}); default: the catalog's cibaLoginHint"),
+                OptionSpec("--id-token-hint", value: "TOKEN", "CIBA: whom to ask, by an ID token the provider issued to this client"),
+                OptionSpec("--login-hint-token", value: "TOKEN", "CIBA: whom to ask, by a token in the provider's own format"),
+                OptionSpec("--binding-message", value: "TEXT", "CIBA: a short text shown here and on the person's device (at most",
+                           "128 characters, no control characters; refused before anything is sent)"),
+                OptionSpec("--user-code", value: "CODE", "CIBA: the person's user code, for providers that ask for one"),
+                OptionSpec("--requested-expiry", value: "SECONDS", "CIBA: how long the request may wait for the person"),
             ],
             notes: "Ctrl-C cancels the login promptly, stores nothing, and exits 130."),
         CommandSpec(
@@ -225,7 +239,8 @@ extension Authflow {
                 OptionSpec("--notify-command", value: "CMD", "when a login must be approved, run CMD with /bin/sh -c and",
                            "AUTHFLOW_PROVIDER, AUTHFLOW_VERIFICATION_URI,",
                            "AUTHFLOW_VERIFICATION_URI_COMPLETE, AUTHFLOW_USER_CODE,",
-                           "AUTHFLOW_EXPIRES_AT, AUTHFLOW_EXPIRES_IN in its environment"),
+                           "AUTHFLOW_EXPIRES_AT, AUTHFLOW_EXPIRES_IN in its environment (a CIBA",
+                           "login: AUTHFLOW_BINDING_MESSAGE instead of the URIs and the code)"),
                 OptionSpec("--metrics-file", value: "FILE", "Prometheus text (node exporter's textfile collector), rewritten atomically"),
                 OptionSpec("--client-timeout", value: "SECONDS",
                            "how long a client may take to send its line or read its answer (default 5)"),
@@ -289,6 +304,7 @@ extension Authflow {
         ("AUTHFLOW_PROVIDER  AUTHFLOW_USER_CODE  AUTHFLOW_EXPIRES_AT  AUTHFLOW_EXPIRES_IN",
          ["set by 'agent' for its --notify-command: the login a person must approve (never a token)"]),
         ("AUTHFLOW_VERIFICATION_URI  AUTHFLOW_VERIFICATION_URI_COMPLETE", ["set by 'agent' for its --notify-command, as above"]),
+        ("AUTHFLOW_BINDING_MESSAGE", ["set by 'agent' for its --notify-command: the binding message of a CIBA login"]),
         ("AUTHFLOW_DEBUG", ["set and not 0: the library's log lines (shapes, never secrets) go to stderr"]),
         ("DISPLAY, WAYLAND_DISPLAY", ["when either is set, login prefers the browser and opens it with xdg-open"]),
         ("NO_COLOR", ["when set, no colour"]),

@@ -7,10 +7,12 @@ import OAuthFlow
 import Synchronization
 
 extension Context {
-    /// `provider` with the authorization and device endpoints its issuer's metadata adds, so that
-    /// the default login method of a provider configured from `issuer` alone can be chosen.
+    /// `provider` with the authorization, device and backchannel endpoints its issuer's metadata
+    /// adds, so that the default login method of a provider configured from `issuer` alone can be chosen.
     func discovering(_ provider: Provider) async throws(CLIError) -> Provider {
-        guard provider.issuer != nil, provider.authorizationURL == nil || provider.deviceAuthorizationURL == nil else { return provider }
+        guard provider.issuer != nil,
+              provider.authorizationURL == nil || provider.deviceAuthorizationURL == nil || provider.backchannelAuthenticationURL == nil
+        else { return provider }
         var filled = provider
         do {
             let flow = try await AuthFlow(providers: [provider], store: MemorySecretStore(), transport: transport,
@@ -18,6 +20,7 @@ extension Context {
             let metadata = try await flow.metadata(for: provider)
             filled.authorizationURL = provider.authorizationURL ?? metadata.authorizationEndpoint
             filled.deviceAuthorizationURL = provider.deviceAuthorizationURL ?? metadata.deviceAuthorizationEndpoint
+            filled.backchannelAuthenticationURL = provider.backchannelAuthenticationURL ?? metadata.backchannelAuthenticationEndpoint
         } catch {
             throw .oauth(error, provider: provider.id)
         }
@@ -34,7 +37,8 @@ extension Context {
         let store = try store()
         let id = provider.id
         let scopes = options.scopes.isEmpty ? nil : options.scopes
-        let session = LoginSession(context: self, json: options.json, qr: options.qr)
+        let session = LoginSession(context: self, json: options.json, qr: options.qr,
+                                   backchannelHint: options.ciba.loginHint ?? (options.ciba.isNamingSomeone ? nil : provider.cibaLoginHint))
 
         let flow: AuthFlow
         let reporter: StateReporter
@@ -47,6 +51,12 @@ extension Context {
                 method == .device
                     ? try await flow.authorizeWithDeviceCode(provider: id, scopes: scopes)
                     : try await Self.fetchWithoutPerson(flow, provider, scopes: scopes)
+            }
+        case .ciba:
+            flow = try await self.flow([provider], store: store)
+            reporter = session.follow(flow, skipFirst: true)
+            result = await capture { () async throws(OAuthError) in
+                try await flow.authorizeWithBackchannel(provider: id, options.ciba.request(scopes: scopes))
             }
         case .browser:
             let receiver: LoopbackReceiver
@@ -101,6 +111,8 @@ final class LoginSession: Sendable {
     private let context: Context
     private let json: Bool
     private let qr: Bool?
+    /// The `login_hint` of a CIBA login, shown as whom the provider asks.
+    private let backchannelHint: String?
     private let countdown: Countdown
     private struct Seen {
         var interval: Int?
@@ -108,10 +120,11 @@ final class LoginSession: Sendable {
     }
     private let seen = Mutex(Seen())
 
-    init(context: Context, json: Bool, qr: Bool? = nil) {
+    init(context: Context, json: Bool, qr: Bool? = nil, backchannelHint: String? = nil) {
         self.context = context
         self.json = json
         self.qr = qr
+        self.backchannelHint = backchannelHint
         self.countdown = Countdown(
             sink: context.err, terminal: context.output.stderrIsTerminal, style: context.errStyle, now: context.services.now)
     }
@@ -141,17 +154,7 @@ final class LoginSession: Sendable {
         case .requestingDeviceCode(let provider):
             err.write(context.errStyle.dim("Requesting a device code from \(escaped(provider))…") + "\n")
         case .receivedDeviceCode(let provider, let code):
-            let previous = seen.withLock { seen -> Int? in
-                defer { seen.interval = code.interval }
-                return seen.interval
-            }
-            if let previous {
-                if code.interval > previous {
-                    let note = " \(escaped(provider)) asked to slow down (slow_down); polling every \(code.interval) s now."
-                    countdown.note(context.errStyle.yellow("note:") + note)
-                }
-                return
-            }
+            if republished(provider, interval: code.interval) { return }
             // Server-chosen text: escaped, so a user code or URI cannot draw on the terminal.
             var text = "To log in to \(escaped(provider)), open this page on any device:\n"
                 + "\(style.bold(escaped(code.verificationURI.absoluteString)))\n"
@@ -166,7 +169,11 @@ final class LoginSession: Sendable {
                 err.write(drawing)
             }
             countdown.start(expiresAt: code.expiresAt)
-        case .authorizing(let provider, _):
+        case .authorizing(let provider, _, let backchannel?):
+            if republished(provider, interval: backchannel.interval) { return }
+            out.write(Self.backchannelInstructions(provider, backchannel, hint: backchannelHint, style: style, now: context.services.now()))
+            countdown.start(expiresAt: backchannel.expiresAt, what: "the request")
+        case .authorizing(let provider, _, nil):
             if let authorizationURL {
                 out.write("To log in to \(escaped(provider)), open this URL in a browser:\n\(escaped(authorizationURL.absoluteString))\n")
             }
@@ -185,6 +192,21 @@ final class LoginSession: Sendable {
         case .error:
             countdown.stop()  // the command reports the error itself
         }
+    }
+
+    /// True when a polled login's state comes again (its interval raised by `slow_down`, noted
+    /// above the countdown), not for the first time.
+    private func republished(_ provider: String, interval: Int) -> Bool {
+        let previous = seen.withLock { seen -> Int? in
+            defer { seen.interval = interval }
+            return seen.interval
+        }
+        guard let previous else { return false }
+        if interval > previous {
+            let note = " \(escaped(provider)) asked to slow down (slow_down); polling every \(interval) s now."
+            countdown.note(context.errStyle.yellow("note:") + note)
+        }
+        return true
     }
 }
 

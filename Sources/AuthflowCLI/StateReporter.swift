@@ -81,10 +81,18 @@ enum StateJSON {
         switch state {
         case .empty, .requestingAccessToken, .requestingDeviceCode:
             break
-        case .authorizing(_, let grant):
+        case .authorizing(_, let grant, let backchannel):
             pairs.append(("grant", .string(grant.rawValue)))
             if let authorizationURL { pairs.append(("authorization_url", .string(authorizationURL.absoluteString))) }
             if let redirectURI { pairs.append(("redirect_uri", .string(redirectURI.absoluteString))) }
+            if let backchannel {
+                pairs += [
+                    ("binding_message", .string(backchannel.bindingMessage)),
+                    ("expires_in", .int(backchannel.expiresIn)),
+                    ("interval", .int(backchannel.interval)),
+                    ("delivery_mode", .string(backchannel.deliveryMode.rawValue)),
+                ]
+            }
         case .receivedDeviceCode(_, let code):
             pairs += [
                 ("user_code", .string(code.userCode)),

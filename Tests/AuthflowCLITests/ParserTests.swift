@@ -74,7 +74,7 @@ struct ParserTests {
         (["demo", "x"], "unexpected argument 'x'"),
         (["token", "a", "--device"], "unknown option '--device' for 'token'"),
         (["providers", "--local"], "unknown option '--local' for 'providers'"),
-        (["login", "a", "--device", "--browser"], "choose one of --device, --browser, --client-credentials"),
+        (["login", "a", "--device", "--browser"], "choose one of --device, --browser, --client-credentials, --ciba"),
         (["login", "a", "--scope"], "--scope needs a value"),
         (["login", "a", "--scope", ""], "--scope needs a scope"),
         (["login", "a", "--timeout", "soon"], "--timeout needs a positive number of seconds, not 'soon'"),

@@ -78,6 +78,8 @@ public struct OAuthError: Error, Sendable, Equatable {
         case discovery
         /// The pushed authorization request endpoint (RFC 9126 §2).
         case pushedAuthorization
+        /// The backchannel authentication endpoint (OpenID Connect CIBA Core 1.0 §7).
+        case backchannelAuthentication
     }
 
     /// The next step that can help.

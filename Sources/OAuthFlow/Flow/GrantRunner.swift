@@ -143,6 +143,90 @@ extension AuthFlow {
         return try await pollDeviceAuthorization(code)
     }
 
+    // MARK: CIBA (OpenID Connect Client-Initiated Backchannel Authentication)
+
+    /// Asks the provider to ask the person `request` names, on their own device (CIBA Core §7.1).
+    ///
+    /// Show the returned request's ``BackchannelAuthentication/bindingMessage`` and
+    /// ``BackchannelAuthentication/expiresAt`` to the local user, then call
+    /// ``pollBackchannelAuthentication(_:)``. Everything in `request` is checked before anything is
+    /// sent. The request carries the client's authentication (every method the provider has; a
+    /// public client is refused). In ping mode a fresh `client_notification_token` goes with it.
+    /// Publishes `.authorizing(provider:grant:backchannel:)` with the request. See
+    /// [CIBA Core §7](https://openid.net/specs/openid-client-initiated-backchannel-authentication-core-1_0.html#rfc.section.7).
+    /// - Throws: ``OAuthError`` `.configuration` for a public client, no endpoint, no hint, a
+    ///   binding message with a control character or over
+    ///   ``BackchannelAuthenticationRequest/maximumBindingMessageLength`` characters, a user code
+    ///   the provider's metadata does not accept (`backchannel_user_code_parameter_supported`);
+    ///   `.serverRejected` for a §13 error (`unknown_user_id`, `invalid_binding_message`,
+    ///   `missing_user_code`, `invalid_user_code`, `invalid_client`…); `.accessDenied`;
+    ///   `.invalidResponse` for an acknowledgement without a usable `auth_req_id` or `expires_in`; `.transport`.
+    public func requestBackchannelAuthentication(
+        provider id: String, _ request: BackchannelAuthenticationRequest = BackchannelAuthenticationRequest()
+    ) async throws(OAuthError) -> BackchannelAuthentication {
+        let provider = try resolve(id)
+        let authentication = try await reporting(id) { () async throws(OAuthError) in
+            let client = client(for: provider)
+            // The checks that need no network come first: nothing is fetched for a request that cannot be sent.
+            _ = try BackchannelAuthenticationGrant.fields(request, provider: provider, notificationToken: nil)
+            let url = try await discovery.requiredEndpoint(.backchannelAuthentication, client)
+            if request.userCode != nil, provider.issuer != nil, !(try await discovery.metadata(client).backchannelUserCodeParameterSupported) {
+                throw OAuthError(.configuration, providerID: id, endpoint: .backchannelAuthentication, message: """
+                    the provider's metadata does not say backchannel_user_code_parameter_supported: it takes no user code; \
+                    log in without one
+                    """)
+            }
+            return try await BackchannelAuthenticationGrant.start(request, client: client, url: url, now: options.now)
+        }
+        // Ping mode: a ping that comes before the poll starts is kept for it.
+        _ = tokenEndpoint(for: provider).pings.register(authentication, now: options.now())
+        publish(.authorizing(provider: id, grant: .ciba, backchannel: authentication))
+        return authentication
+    }
+
+    /// Polls until the person approves or denies, or the request expires; stores the tokens
+    /// (CIBA Core §10.1, §11).
+    ///
+    /// Waits `interval` seconds between polls; `slow_down` adds 5 s for the rest of the flow and
+    /// republishes `.authorizing` with the new interval; never polls past `expires_in`. In ping
+    /// mode, ``receiveBackchannelNotification(authorization:body:)`` cuts a wait short. The ID
+    /// token is validated as the code flow's is (without a nonce). Cancel the task to stop
+    /// promptly. Publishes `.requestingAccessToken` once tokens arrive, then `.authorized`; or `.error`.
+    /// - Throws: ``OAuthError`` `.accessDenied` (the person said no; some servers say it too for a
+    ///   request already used), `.expired`, `.cancelled`, `.serverRejected` (`invalid_grant`), `.idTokenRejected`,
+    ///   `.transport`, `.storage`; `.reauthorizationRequired` when the provider was logged out while polling.
+    @discardableResult
+    public func pollBackchannelAuthentication(_ authentication: BackchannelAuthentication) async throws(OAuthError) -> Authorization {
+        try await run(authentication.providerID) { _ in BackchannelAuthenticationGrant.request(polling: authentication) }.authorization
+    }
+
+    /// Runs a whole CIBA login: ask the person, publish the request (show its binding message), poll, store.
+    ///
+    /// Subscribers see `.authorizing` (with the ``BackchannelAuthentication``), then
+    /// `.requestingAccessToken` and `.authorized`.
+    /// - Throws: what ``requestBackchannelAuthentication(provider:_:)`` and ``pollBackchannelAuthentication(_:)`` throw.
+    @discardableResult
+    public func authorizeWithBackchannel(
+        provider id: String, _ request: BackchannelAuthenticationRequest = BackchannelAuthenticationRequest()
+    ) async throws(OAuthError) -> Authorization {
+        let authentication = try await requestBackchannelAuthentication(provider: id, request)
+        return try await pollBackchannelAuthentication(authentication)
+    }
+
+    /// Hands the flow a ping your notification endpoint received (CIBA Core §10.2): wakes the
+    /// poll of the ping-mode request it names, which then asks for the tokens at once.
+    ///
+    /// Call it from the HTTP handler of the endpoint registered as the client's
+    /// `backchannel_client_notification_endpoint`, with the request's `Authorization` header and
+    /// body; answer `204 No Content` when it returns true, `401` otherwise. A ping names a request
+    /// by its `client_notification_token` (the bearer) and its `auth_req_id`, both compared in
+    /// constant time; one that names no request being polled changes nothing. It never throws:
+    /// a ping is only a hint, and the poll goes on at its interval without one.
+    public nonisolated func receiveBackchannelNotification(authorization: String?, body: Data) -> Bool {
+        guard let token = BackchannelPings.bearer(authorization), let id = BackchannelPings.authRequestID(inPing: body) else { return false }
+        return endpointList.contains { $0.pings.deliver(token: token, authRequestID: id) }
+    }
+
     // MARK: Authorization code (the callback; the request is in Flow/AuthFlow+AuthorizationRequest.swift)
 
     /// Completes a browser login from the redirect URL the user came back with.
@@ -231,7 +315,7 @@ extension AuthFlow {
 
     /// The steps every grant shares, after the ticket: the grant's request (`make`; its failure
     /// publishes `.error` before anything else), `.requestingAccessToken`, the exchange
-    /// (``TokenEndpoint/exchange(_:onSlowDown:)``: endpoint, client authentication, DPoP proof,
+    /// (``TokenEndpoint/exchange(_:onPoll:)``: endpoint, client authentication, DPoP proof,
     /// post, response, ID token and certificate-binding checks), then ``commit(_:ticket:locked:what:)``.
     /// A failure publishes `.error` and is rethrown.
     /// - Parameter locked: true when the caller already holds the store's lock on the provider (a renewal).
@@ -240,14 +324,14 @@ extension AuthFlow {
     ) async throws(OAuthError) -> TokenSet {
         let grant: GrantRequest
         do { grant = try await make(provider) } catch { throw fail(provider.id, error) }
-        if !grant.isDevicePoll { publish(.requestingAccessToken(provider: provider.id)) }
+        if !grant.isPolled { publish(.requestingAccessToken(provider: provider.id)) }
         let set: TokenSet
         do throws(TokenEndpoint.Failure) {
-            var onSlowDown: (@Sendable (DeviceCode) async -> Void)?
-            if grant.isDevicePoll {
-                onSlowDown = { [weak self] raised in await self?.publishSlowDown(raised) }
+            var onPoll: (@Sendable (PollEvent) async -> Void)?
+            if grant.isPolled {
+                onPoll = { [weak self] event in await self?.publishPoll(event) }
             }
-            set = try await tokenEndpoint(for: provider).exchange(grant, onSlowDown: onSlowDown)
+            set = try await tokenEndpoint(for: provider).exchange(grant, onPoll: onPoll)
         } catch {
             switch error {
             case .request(let error):
@@ -262,8 +346,20 @@ extension AuthFlow {
         return set
     }
 
-    private func publishSlowDown(_ code: DeviceCode) {
-        publish(.receivedDeviceCode(provider: code.providerID, code))
+    /// A poll's states: `slow_down` republishes the device code or the CIBA request with its new
+    /// interval; a CIBA answer with tokens is `.requestingAccessToken` (the person approved), while
+    /// the device grant goes from its code to `.authorized`.
+    private func publishPoll(_ event: PollEvent) {
+        switch event {
+        case .slowedDown(.device(let code)):
+            publish(.receivedDeviceCode(provider: code.providerID, code))
+        case .slowedDown(.backchannel(let authentication)):
+            publish(.authorizing(provider: authentication.providerID, grant: .ciba, backchannel: authentication))
+        case .answered(.backchannel(let authentication)):
+            publish(.requestingAccessToken(provider: authentication.providerID))
+        case .answered(.device):
+            break
+        }
     }
 
     /// Remembers that `previous`'s refresh token was rejected, so a dead refresh token is not

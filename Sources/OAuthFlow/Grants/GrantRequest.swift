@@ -8,7 +8,8 @@ import Foundation
 /// to the token endpoint, and what the answer is checked against before anything is stored.
 ///
 /// Each grant builds one (Grants/: ``ClientCredentialsGrant``, ``DeviceAuthorizationGrant``,
-/// ``AuthorizationCodeGrant``, ``RefreshTokenGrant``, ``JWTBearerGrant``, ``TokenExchangeGrant``)
+/// ``AuthorizationCodeGrant``, ``RefreshTokenGrant``, ``JWTBearerGrant``, ``TokenExchangeGrant``,
+/// ``BackchannelAuthenticationGrant``)
 /// and reads its answer; the rest is the same for every grant: the exchange (``TokenEndpoint``:
 /// the endpoint, the client's authentication, the DPoP proof, the post, the checks), then the
 /// runner's store and states.
@@ -21,8 +22,9 @@ final class GrantRequest: Sendable {
         /// One POST of these fields (the client's authentication is added by the endpoint client),
         /// retried as the scope allows (each grant decides, see Documentation/Grants.md).
         case post([(String, String)], retrying: RetryScope)
-        /// RFC 8628 §3.4 polling with this code until the user acts.
-        case devicePoll(DeviceCode)
+        /// Polling until the person acts: a device code (RFC 8628 §3.4) or a CIBA request (CIBA
+        /// Core §10.1), in one loop (Grants/Polling.swift).
+        case poll(PolledAuthorization)
     }
 
     /// What to send.
@@ -59,10 +61,10 @@ final class GrantRequest: Sendable {
     /// True for a refresh: the answer is merged into ``previous``.
     var isRefresh: Bool { previous != nil }
 
-    /// True for the device poll, whose states are the device code's: the runner publishes no
-    /// `.requestingAccessToken` for it, and republishes the code when `slow_down` raises its interval.
-    var isDevicePoll: Bool {
-        if case .devicePoll = exchange { return true }
+    /// True for a poll, whose states are the authorization's: the runner publishes no
+    /// `.requestingAccessToken` before it, and follows its ``PollEvent``s.
+    var isPolled: Bool {
+        if case .poll = exchange { return true }
         return false
     }
 
@@ -76,6 +78,7 @@ final class GrantRequest: Sendable {
         case .refreshToken: return "refresh"
         case .jwtBearer: return "JWT-bearer request"
         case .tokenExchange: return "token exchange"
+        case .ciba: return "backchannel authentication"
         }
     }
 

@@ -161,6 +161,9 @@ public enum GrantType: String, Sendable, Hashable, Codable, CaseIterable {
     case jwtBearer = "urn:ietf:params:oauth:grant-type:jwt-bearer"
     /// Token exchange (RFC 8693 §2.1): a subject token, such as a workload's JWT, for a token of this provider.
     case tokenExchange = "urn:ietf:params:oauth:grant-type:token-exchange"
+    /// Client-initiated backchannel authentication (OpenID Connect CIBA Core 1.0 §10.1): the
+    /// person approves on their own device, found by a hint.
+    case ciba = "urn:openid:params:grant-type:ciba"
 }
 
 /// The device authorization response a person acts on ([RFC 8628 §3.2](https://www.rfc-editor.org/rfc/rfc8628#section-3.2)).

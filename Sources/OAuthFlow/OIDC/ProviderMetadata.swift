@@ -50,6 +50,13 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
     /// `require_pushed_authorization_requests` (RFC 9126 §5); false when absent. When true, the
     /// flow pushes every authorization request.
     public var requirePushedAuthorizationRequests: Bool
+    /// `backchannel_authentication_endpoint` (OpenID Connect CIBA Core 1.0 §4).
+    public var backchannelAuthenticationEndpoint: URL?
+    /// `backchannel_token_delivery_modes_supported` (CIBA Core §4): `poll`, `ping`, `push`.
+    public var backchannelTokenDeliveryModesSupported: [String]?
+    /// `backchannel_user_code_parameter_supported` (CIBA Core §4); false when absent. Without it,
+    /// a CIBA request with a `user_code` is refused before it is sent.
+    public var backchannelUserCodeParameterSupported: Bool
     /// Every member of the document as sent, including those without a typed property.
     public var document: [String: JSONValue]
 
@@ -72,6 +79,9 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         jwksURI = try endpoint("jwks_uri")
         pushedAuthorizationRequestEndpoint = try endpoint("pushed_authorization_request_endpoint")
         requirePushedAuthorizationRequests = try json.bool("require_pushed_authorization_requests") ?? false
+        backchannelAuthenticationEndpoint = try endpoint("backchannel_authentication_endpoint")
+        backchannelTokenDeliveryModesSupported = try json.strings("backchannel_token_delivery_modes_supported")
+        backchannelUserCodeParameterSupported = try json.bool("backchannel_user_code_parameter_supported") ?? false
         scopesSupported = try json.strings("scopes_supported")
         responseTypesSupported = try json.strings("response_types_supported")
         grantTypesSupported = try json.strings("grant_types_supported")
@@ -93,6 +103,7 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         case .userinfo: userinfoEndpoint
         case .endSession: endSessionEndpoint
         case .pushedAuthorization: pushedAuthorizationRequestEndpoint
+        case .backchannelAuthentication: backchannelAuthenticationEndpoint
         case .discovery: nil
         }
     }
@@ -108,6 +119,7 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         case .userinfo: "userinfo_endpoint"
         case .endSession: "end_session_endpoint"
         case .pushedAuthorization: "pushed_authorization_request_endpoint"
+        case .backchannelAuthentication: "backchannel_authentication_endpoint"
         case .discovery: "jwks_uri"
         }
     }
@@ -117,7 +129,7 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
     func mutualTLSAlias(for endpoint: OAuthError.Endpoint) -> URL? {
         guard case .object(let aliases)? = document["mtls_endpoint_aliases"] else { return nil }
         switch endpoint {
-        case .token, .revocation, .introspection, .deviceAuthorization, .userinfo, .pushedAuthorization: break
+        case .token, .revocation, .introspection, .deviceAuthorization, .userinfo, .pushedAuthorization, .backchannelAuthentication: break
         case .authorization, .endSession, .discovery: return nil   // reached by the browser, or fetched without the certificate
         }
         guard let text = aliases[Self.memberName(of: endpoint)]?.stringValue, let url = URL(string: text, encodingInvalidCharacters: false),
@@ -131,6 +143,7 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
             ("authorization", authorizationEndpoint), ("token", tokenEndpoint), ("device", deviceAuthorizationEndpoint),
             ("userinfo", userinfoEndpoint), ("revocation", revocationEndpoint), ("introspection", introspectionEndpoint),
             ("endSession", endSessionEndpoint), ("jwks", jwksURI), ("pushedAuthorization", pushedAuthorizationRequestEndpoint),
+            ("backchannelAuthentication", backchannelAuthenticationEndpoint),
         ]
         let shown = endpoints.compactMap { name, url in url.map { "\(name): \($0.absoluteString)" } }
         return "ProviderMetadata(issuer: \(issuer), \(shown.joined(separator: ", ")), members: \(document.count))"

@@ -30,6 +30,7 @@ extension Provider {
             ("deviceAuthorizationURL", self.deviceAuthorizationURL), ("revocationURL", self.revocationURL),
             ("introspectionURL", self.introspectionURL), ("userinfoURL", self.userinfoURL), ("jwksURL", self.jwksURL),
             ("endSessionURL", self.endSessionURL), ("pushedAuthorizationURL", self.pushedAuthorizationURL),
+            ("backchannelAuthenticationURL", self.backchannelAuthenticationURL),
         ]
         for (key, url) in endpoints {
             guard let url else { continue }
@@ -58,6 +59,7 @@ extension Provider {
         try validateDPoP(fail)
         try validateAuthorizationRequestOptions(fail)
         try validateGrantSettings(fail)
+        if let hint = self.cibaLoginHint, let reason = BackchannelAuthenticationGrant.hintProblem(hint) { throw fail("cibaLoginHint", reason) }
         for name in self.authorizationParameters.keys where Self.reservedAuthorizationParameters.contains(name) {
             throw fail("authorizationParameters", "\"\(name)\" is set by the flow and cannot be overridden")
         }

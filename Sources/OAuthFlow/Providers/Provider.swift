@@ -156,6 +156,18 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         /// (RFC 9101; catalog `requestObject`).
         public var requestObject: Bool = false
 
+        /// The backchannel authentication endpoint (OpenID Connect CIBA Core 1.0 §7; catalog
+        /// `backchannelAuthenticationURL`); nil to take discovery's `backchannel_authentication_endpoint`.
+        public var backchannelAuthenticationURL: URL?
+
+        /// How a CIBA login learns that the person answered (catalog `cibaDeliveryMode`): by polling
+        /// the token endpoint, or woken by the server's ping (CIBA Core §5).
+        public var cibaDeliveryMode: CIBADeliveryMode = .poll
+
+        /// The `login_hint` a CIBA login sends when the call names no one (catalog `cibaLoginHint`);
+        /// with it, `authflow agent` re-authorizes the provider through CIBA.
+        public var cibaLoginHint: String?
+
         /// The grant, resource indicators and token-exchange settings (Providers/Provider+Grants.swift).
         var grantSettings = GrantSettings()
     }
@@ -230,6 +242,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         var grants: [GrantType] = []
         if self.authorizationURL != nil, self.redirectURI != nil { grants.append(.authorizationCode) }
         if self.deviceAuthorizationURL != nil { grants.append(.deviceCode) }
+        if self.backchannelAuthenticationURL != nil, isConfidential { grants.append(.ciba) }
         if isConfidential { grants.append(.clientCredentials) }
         grants.append(.refreshToken)
         return grants
@@ -265,6 +278,8 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
             && lhs.dpop == rhs.dpop && lhs.dpopAlgorithm == rhs.dpopAlgorithm && lhs.dpopKey === rhs.dpopKey
             && lhs.pushedAuthorization == rhs.pushedAuthorization && lhs.pushedAuthorizationURL == rhs.pushedAuthorizationURL
             && lhs.requestObject == rhs.requestObject
+            && lhs.backchannelAuthenticationURL == rhs.backchannelAuthenticationURL && lhs.cibaDeliveryMode == rhs.cibaDeliveryMode
+            && lhs.cibaLoginHint == rhs.cibaLoginHint
             && lhs.grantSettings == rhs.grantSettings
     }
 

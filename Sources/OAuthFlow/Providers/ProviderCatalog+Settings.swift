@@ -93,6 +93,14 @@ extension ProviderCatalog {
         .endpoint("pushedAuthorizationURL", \.pushedAuthorizationURL, discovered: "pushed_authorization_request_endpoint",
                   doc: "the pushed authorization request endpoint (RFC 9126 §2)"),
         .flag("requestObject", \.requestObject, doc: "sign the authorization request into a request object (RFC 9101)"),
+        .endpoint("backchannelAuthenticationURL", \.backchannelAuthenticationURL, discovered: "backchannel_authentication_endpoint",
+                  doc: "the backchannel authentication endpoint (OpenID Connect CIBA Core 1.0 §7), for `authflow login --ciba`"),
+        .custom("cibaDeliveryMode", type: "`\"poll\"` or `\"ping\"`", default: "`\"poll\"`",
+                doc: "how a CIBA login learns the person answered: polling, or the server's ping waking the poll") { entry, provider throws(OAuthError) in
+            if let mode = try entry.cibaDeliveryMode() { provider.cibaDeliveryMode = mode }
+        },
+        .text("cibaLoginHint", \.cibaLoginHint, type: "string",
+              doc: "the `login_hint` of a CIBA login that names no one; with it `authflow agent` re-authorizes through CIBA"),
         .custom("grant", type: "`\"client-credentials\"`, `\"jwt-bearer\"` or `\"token-exchange\"`",
                 default: "implied: `jwt-bearer` with `serviceAccountFile`, `token-exchange` with `subjectTokenFile`",
                 doc: "the grant that runs with no person when no valid token is stored") { entry, provider throws(OAuthError) in
