@@ -24,8 +24,14 @@ final class Reauthorizer: Sendable {
         self.log = log
     }
 
-    /// Starts a device authorization for `id` (once at a time), when the provider has a device endpoint.
+    /// Starts a device authorization for `id` (once at a time), when the provider has a device
+    /// endpoint and a person's grant: a provider with a grant no person logs in to (a service
+    /// account, a token file, client credentials) is fetched again when a token is due instead.
     func start(_ id: String, flow: AuthFlow, scheduler: RefreshScheduler) {
+        if let grant = flow.providers[id]?.serviceGrant {
+            log("\(id): no person logs in to its \(grant.catalogName) grant; it is fetched again when a token is due")
+            return
+        }
         guard flow.providers[id]?.deviceAuthorizationURL != nil else {
             log("\(id): it has no device endpoint, so the agent cannot ask a person; run: authflow login \(id)")
             return

@@ -30,7 +30,8 @@ extension Context {
                 }
             },
             flowOptions: { providers, log in context.flowOptions(log: log, providers: providers) },
-            explain: Context.explain, standardError: { context.err.write($0) })
+            explain: Context.explain, standardError: { context.err.write($0) },
+            advice: { error, provider in ErrorAdvice.line(for: error, of: provider, catalog: try? context.configURL().path) })
         do throws(AgentError) {
             try await AgentService(host: host, options: options).run()
         } catch {
@@ -72,8 +73,9 @@ extension Authflow {
     /// Blocks for at most 30 s on the socket.
     /// - Returns: nil, having printed nothing, when no agent answers (no socket, nobody listening,
     ///   an answer that is not the protocol's): the store answers then. Otherwise the status after
-    ///   printing the token, or the agent's error on stderr: 77 refused or a login is needed, 75
-    ///   try later, 65 configuration, 64 unknown provider.
+    ///   printing the token, or the agent's error on stderr with the status ``ErrorAdvice`` gives
+    ///   the recovery the agent answers (77 refused or a login is needed, 75 try later, 65
+    ///   configuration or a refused credential), 64 for an unknown provider.
     public static func tokenFromAgent(_ invocation: Invocation, output: Output, environment: [String: String]) -> ExitCode? {
         guard case .token(let id, let json) = invocation.command else { return nil }
         let named = environment["AUTHFLOW_AGENT"] ?? ""
@@ -107,12 +109,10 @@ extension Authflow {
         let message = answer["message"]?.stringValue ?? code
         let style = Style(terminal: output.stderrIsTerminal, environment: environment)
         output.stderr.write("\(style.red("authflow: error:")) agent \(escaped(path)): \(escaped(message)) [\(escaped(code))]\n")
-        switch (code, answer["recovery"]?.stringValue) {
-        case ("unknown_provider", _): return .usage
-        case (_, "retry_later"): return .temporaryFailure
-        case (_, "fix_configuration"): return .dataError
-        default: return .denied
-        }
+        if code == "unknown_provider" { return .usage }
+        // The status of the CLI's own advice table for the recovery the agent answers.
+        guard let recovery = answer["recovery"]?.stringValue.flatMap(AgentProtocol.recovery(named:)) else { return .denied }
+        return ErrorAdvice.status(for: recovery)
     }
 }
 
