@@ -25,9 +25,15 @@ final class Reauthorizer: Sendable {
         self.log = log
     }
 
-    /// Starts a login for `id` (once at a time), when the provider has someone to ask through CIBA
-    /// (`cibaLoginHint`) or a device endpoint.
+    /// Starts a login for `id` (once at a time), when the provider has a person's grant and someone
+    /// to ask: through CIBA (`cibaLoginHint`) or a device endpoint. A provider with a grant no
+    /// person logs in to (a service account, a token file, client credentials) is fetched again when
+    /// a token is due instead.
     func start(_ id: String, flow: AuthFlow, scheduler: RefreshScheduler) {
+        if let grant = flow.providers[id]?.serviceGrant {
+            log("\(id): no person logs in to its \(grant.catalogName) grant; it is fetched again when a token is due")
+            return
+        }
         guard let provider = flow.providers[id], provider.cibaLoginHint != nil || provider.deviceAuthorizationURL != nil else {
             log("\(id): it has no device endpoint and no cibaLoginHint, so the agent cannot ask a person; run: authflow login \(id)")
             return

@@ -30,7 +30,8 @@ extension Context {
                 }
             },
             flowOptions: { providers, log in context.flowOptions(log: log, providers: providers) },
-            explain: Context.explain, standardError: { context.err.write($0) })
+            explain: Context.explain, standardError: { context.err.write($0) },
+            advice: { error, provider in ErrorAdvice.line(for: error, of: provider, catalog: try? context.configURL().path) })
         do throws(AgentError) {
             try await AgentService(host: host, options: options).run()
         } catch {
@@ -69,8 +70,9 @@ extension Authflow {
     /// on the socket.
     /// - Returns: nil, having printed nothing, when no agent answers (no socket, nobody listening,
     ///   an answer that is not the protocol's): the store answers then. Otherwise the status after
-    ///   printing the token, or the agent's error on stderr: 77 refused or a login is needed, 75
-    ///   try later, 65 configuration, 64 unknown provider.
+    ///   printing the token, or the agent's error on stderr with the status ``ErrorAdvice`` gives
+    ///   the recovery the agent answers (77 refused or a login is needed, 75 try later, 65
+    ///   configuration or a refused credential), 64 for an unknown provider.
     public static func tokenFromAgent(_ invocation: Invocation, output: Output, environment: [String: String]) -> ExitCode? {
         guard case .token(let id, let json) = invocation.command else { return nil }
         switch agentToken(id, invocation: invocation, environment: environment) {
@@ -137,12 +139,12 @@ extension Authflow {
         }
         guard let code = answer["error"]?.stringValue else { return nil }
         let message = "agent \(escaped(path)): \(escaped(answer["message"]?.stringValue ?? code)) [\(escaped(code))]"
-        switch (code, answer["recovery"]?.stringValue) {
-        case ("unknown_provider", _): return .refused(.usage, message: message)
-        case (_, "retry_later"): return .refused(.temporaryFailure, message: message)
-        case (_, "fix_configuration"): return .refused(.dataError, message: message)
-        default: return .refused(.denied, message: message)
+        if code == "unknown_provider" { return .refused(.usage, message: message) }
+        // The status of the CLI's own advice table for the recovery the agent answers.
+        guard let recovery = answer["recovery"]?.stringValue.flatMap(AgentProtocol.recovery(named:)) else {
+            return .refused(.denied, message: message)
         }
+        return .refused(ErrorAdvice.status(for: recovery), message: message)
     }
 }
 

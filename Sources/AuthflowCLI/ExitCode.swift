@@ -25,10 +25,10 @@ public enum ExitCode: Int32, Sendable, CaseIterable, CustomStringConvertible {
     /// 130: interrupted with Ctrl-C; nothing was stored.
     case interrupted = 130
 
-    /// The status for an ``OAuthError`` when nothing is known of its provider (a grant a person
-    /// logs in to is assumed): the status of the first row of the CLI's advice table that matches
-    /// (see `Documentation/Errors.md`). A command that knows the provider reads the table with
-    /// what the catalog says of it, which can turn a refused key into 65 rather than 77.
+    /// The status for an ``OAuthError`` when nothing is known of its provider: the status of the
+    /// first row of the CLI's advice table that matches (see `Documentation/Errors.md`). The
+    /// error names its grant, so a refused service-account key is 65 here too; a command that
+    /// knows the provider reads the table with it only to name the credential in its advice.
     public init(_ error: OAuthError) {
         self = ErrorAdvice.row(for: error, ErrorAdvice.Subject()).status
     }

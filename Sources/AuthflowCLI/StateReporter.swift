@@ -8,7 +8,7 @@ import Synchronization
 
 /// Follows a flow's state stream on a task of its own and hands each state to a handler, in order.
 ///
-/// ``waitUntilHandled(_:)`` lets the command (or the demo's transport) wait until a given state has
+/// ``waitUntilHandled(_:timeout:)`` lets the command (or the demo's transport) wait until a given state has
 /// been printed, so output from different places comes out in the order things happened.
 final class StateReporter: Sendable {
     private struct Progress {

@@ -39,7 +39,7 @@ enum ClientAuthenticator: Sendable {
     /// first): every request fails with this error before anything is sent.
     case unusable(OAuthError)
 
-    /// The authentication `provider`'s registration says (``Provider/clientAuthentication``).
+    /// The authentication `provider`'s registration says (``Provider/Settings/clientAuthentication``).
     init(_ provider: Provider) {
         switch provider.clientAuthentication {
         case .clientSecretBasic:
@@ -71,7 +71,7 @@ enum ClientAuthenticator: Sendable {
 
     /// Puts the client's authentication on `post`, a form POST about to be sent to `post.url`.
     /// - Throws: ``OAuthError`` as the assertion's signer throws (`.configuration`, `.crypto`), or
-    ///   the error of an ``unusable`` method.
+    ///   the error of an ``unusable(_:)`` method.
     func apply(to post: inout FormPost) async throws(OAuthError) {
         switch self {
         case .publicClient:

@@ -37,7 +37,7 @@ extension AuthFlow {
     ///
     /// Signs a fresh assertion (for a service account: RS256, `kid` = `private_key_id`, `iss` =
     /// `client_email`; with a client key: its algorithm, `kid` = `clientKeyID`, `iss` = the client
-    /// id; both: `aud` = the token endpoint, `scope`, `sub` = ``Provider/serviceAccountSubject``
+    /// id; both: `aud` = the token endpoint, `scope`, `sub` = ``Provider/Settings/serviceAccountSubject``
     /// when set, valid one hour) and exchanges it. No refresh token is issued:
     /// ``accessToken(for:)`` runs this again by itself when the token is due, single-flight like
     /// client credentials. Publishes `.requestingAccessToken` then `.authorized`. See

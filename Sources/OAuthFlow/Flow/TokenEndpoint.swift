@@ -187,7 +187,7 @@ final class TokenEndpoint: Sendable {
 
     /// The prover of the provider's DPoP proofs, or nil when the provider does not use DPoP.
     ///
-    /// The key is ``Provider/dpopKey`` when set; else the key kept with the provider's tokens
+    /// The key is ``Provider/Settings/dpopKey`` when set; else the key kept with the provider's tokens
     /// (`previous`, then the cached set), else the one made earlier in this process (the client's
     /// ``DPoPKeySlot``), else a new one. The algorithm must be one the server's
     /// `dpop_signing_alg_values_supported` lists, when its metadata has that member (RFC 9449 §5.1).

@@ -82,8 +82,12 @@ final class GrantRequest: Sendable {
         }
     }
 
-    /// The token endpoint's refusal as the grant reads it (a refresh: see ``RefreshTokenGrant/read(_:)``).
+    /// The token endpoint's refusal as the grant reads it (a refresh: see ``RefreshTokenGrant/read(_:)``),
+    /// naming the grant (``OAuthError/Fields/grant``) so that its recovery fits it: a refused credential of
+    /// a grant no person logs in to is fixed in the credential, not by logging in.
     func read(_ error: OAuthError) -> OAuthError {
-        isRefresh ? RefreshTokenGrant.read(error) : error
+        var error = isRefresh ? RefreshTokenGrant.read(error) : error
+        error.grant = isRefresh ? .refreshToken : grant
+        return error
     }
 }

@@ -11,7 +11,7 @@ enum JWTBearerGrant {
     ///
     /// With a service-account key (``ServiceAccountKey``): RS256, `kid` = `private_key_id`, `iss`
     /// = `client_email`, `aud` = the token endpoint called, `sub` = `subject` when given. With
-    /// ``Provider/clientKey`` (catalog `grant: "jwt-bearer"` with `clientKeyFile`): the key's
+    /// ``Provider/Settings/clientKey`` (catalog `grant: "jwt-bearer"` with `clientKeyFile`): the key's
     /// algorithm (or `clientAssertionAlgorithm`), `kid` = `clientKeyID`, `iss` = the client id,
     /// `sub` = `subject` or else the client id (RFC 7523 §3 requires one), `aud` = the token
     /// endpoint. Valid at most one hour. Retried only when the request cannot have reached the

@@ -4,7 +4,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 
-/// What a provider's grant needs beyond its endpoints and client (issue 17): the grant that runs
+/// What a provider's grant needs beyond its endpoints and client: the grant that runs
 /// with no person (catalog `grant`), resource indicators (catalog `resource`, RFC 8707) and the
 /// token-exchange settings (catalog `subjectTokenFile` and friends, RFC 8693).
 struct GrantSettings: Sendable, Hashable {
@@ -62,7 +62,7 @@ extension Provider {
     }
 
     /// The grant ``AuthFlow/accessToken(for:)`` runs by itself, with no person, when nothing valid
-    /// is stored: ``grant`` when set, else `.jwtBearer` with a ``serviceAccount``, else
+    /// is stored: ``grant`` when set, else `.jwtBearer` with a ``Settings/serviceAccount``, else
     /// `.tokenExchange` with ``tokenExchange``; nil otherwise (a client-credentials client without
     /// `grant` is still recognised by having no interactive endpoint).
     public var serviceGrant: GrantType? {
@@ -72,13 +72,13 @@ extension Provider {
         return nil
     }
 
-    /// True when this provider's JWT-bearer grant signs its assertion with ``clientKey`` (catalog
+    /// True when this provider's JWT-bearer grant signs its assertion with ``Settings/clientKey`` (catalog
     /// `grant: "jwt-bearer"` with `clientKeyFile`), not with a service-account key.
     var signsJWTBearerWithClientKey: Bool {
         serviceGrant == .jwtBearer && self.serviceAccount == nil && self.clientKey != nil
     }
 
-    /// The `alg` of a JWT-bearer assertion signed with ``clientKey``: ``clientAssertionAlgorithm``,
+    /// The `alg` of a JWT-bearer assertion signed with ``Settings/clientKey``: ``Settings/clientAssertionAlgorithm``,
     /// else the key's default; nil for a custom signer without a configured algorithm.
     var jwtBearerAlgorithm: SigningAlgorithm? {
         self.clientAssertionAlgorithm ?? (self.clientKey as? ClientKey)?.defaultAlgorithm
