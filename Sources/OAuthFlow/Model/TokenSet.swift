@@ -167,13 +167,13 @@ public enum GrantType: String, Sendable, Hashable, Codable, CaseIterable {
 }
 
 extension GrantType {
-    /// True for the grants a person takes part in (authorization code, device authorization) and
-    /// for refresh, which renews a person's login; false for the grants a program runs alone with
+    /// True for the grants a person takes part in (authorization code, device authorization, CIBA)
+    /// and for refresh, which renews a person's login; false for the grants a program runs alone with
     /// its own credential (client credentials, JWT bearer, token exchange), whose refusal a login
     /// cannot fix (``OAuthError/recovery``).
     public var needsPerson: Bool {
         switch self {
-        case .authorizationCode, .deviceCode, .refreshToken: return true
+        case .authorizationCode, .deviceCode, .ciba, .refreshToken: return true
         case .clientCredentials, .jwtBearer, .tokenExchange: return false
         }
     }
