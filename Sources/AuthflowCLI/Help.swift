@@ -12,9 +12,9 @@ extension Authflow {
             options: [OptionSpec("--json", "one JSON object per provider per line: id, grants, login (the default method), scopes")]),
         CommandSpec(
             "login",
-            usage: "[--config FILE] [--store DIR] login PROVIDER [--device | --browser | --client-credentials] "
-                + "[--scope S]... [--json] [--timeout SECONDS] [--qr | --no-qr]",
-            synopsis: "login PROVIDER [--device | --browser | --client-credentials] [--scope S]... [--json]",
+            usage: "[--config FILE] [--store DIR] login PROVIDER [--device | --browser | --paste | --client-credentials] "
+                + "[--scope S]... [--json] [--timeout SECONDS] [--qr | --no-qr] [--listen-port PORT]",
+            synopsis: "login PROVIDER [--device | --browser | --paste | --client-credentials] [--scope S]... [--json]",
             summary: "log in and store the tokens", positionalNames: ["PROVIDER"], positionals: 1...1, takesProvider: true,
             about: """
             Log in to PROVIDER and store its tokens.
@@ -22,7 +22,8 @@ extension Authflow {
             Without a flag, authflow uses the device grant when the provider has a device endpoint
             and no display is available (neither DISPLAY nor WAYLAND_DISPLAY is set), and the browser
             otherwise. A provider with a client secret and neither a redirectURI nor a device endpoint
-            uses client credentials.
+            uses client credentials. When the browser login is chosen with no display, authflow says
+            how to finish from another machine: --paste, or a forwarded --listen-port.
             """,
             options: [
                 OptionSpec("--device", "RFC 8628 device authorization: prints a URL and a code to type",
@@ -30,16 +31,30 @@ extension Authflow {
                 OptionSpec("--browser", "authorization code + PKCE: prints the authorization URL (and",
                            "opens it with xdg-open when a display is present), then waits",
                            "for the redirect on a loopback address (RFC 8252)"),
+                OptionSpec("--paste", "authorization code + PKCE with nothing listening: prints the",
+                           "authorization URL; sign in on any device, then paste back the",
+                           "address the browser ended on (its page may fail to load: that is",
+                           "expected), or the code the provider's page shows; needs the",
+                           "catalog's redirectURI"),
                 OptionSpec("--client-credentials", "RFC 6749 §4.4, for a confidential client"),
                 OptionSpec("--scope", value: "S", "request scope S instead of the provider's (repeatable)"),
                 OptionSpec("--json", "JSON Lines on stdout, one object per state transition"),
-                OptionSpec("--timeout", value: "SECONDS", "how long the browser login waits for its redirect (default 300)"),
-                OptionSpec("--qr", "also draw the device login's link as a QR code on stderr, even when it",
-                           "would not be (by default: when stderr is a terminal wide enough for it,",
-                           "and neither NO_COLOR nor TERM=dumb is set; needs libqrencode)"),
+                OptionSpec("--timeout", value: "SECONDS", "how long the browser login waits for its redirect, or --paste",
+                           "for the pasted line (default 300)"),
+                OptionSpec("--qr", "also draw the device login's link (with --paste, the authorization",
+                           "URL) as a QR code on stderr, even when it would not be (by default:",
+                           "when stderr is a terminal wide enough for it, and neither NO_COLOR",
+                           "nor TERM=dumb is set; needs libqrencode)"),
                 OptionSpec("--no-qr", "never draw the QR code"),
+                OptionSpec("--listen-port", value: "PORT", "the browser login listens on PORT (the catalog redirectURI's",
+                           "loopback host and path, else 127.0.0.1 and /callback) and sends",
+                           "that redirect URI; implies --browser. For a browser on another",
+                           "machine, run there: ssh -L PORT:127.0.0.1:PORT THIS-HOST"),
             ],
-            notes: "Ctrl-C cancels the login promptly, stores nothing, and exits 130."),
+            notes: """
+            Ctrl-C cancels the login promptly, stores nothing, and exits 130; with --paste, the end
+            of input (Ctrl-D) before a line exits 65 and stores nothing.
+            """),
         CommandSpec(
             "token", usage: "[--config FILE] [--store DIR] token PROVIDER [--json] [--header] [--dpop-proof METHOD URL]",
             synopsis: "token PROVIDER [--json]",
