@@ -62,7 +62,8 @@ extension Context {
             reporter.stop()
             session.finish()
             throw .data("the input ended before an address or a code was pasted; nothing was stored")
-        case .failure(let error):
+        case .failure(var error):
+            error.providerID = id
             return PasteLogin(flow: flow, reporter: reporter, result: .failure(error))
         }
         let result = await capture { () async throws(OAuthError) in

@@ -9,23 +9,39 @@ extension Integration {
     /// browser on another machine would), and the redirect the server produced is typed back.
     @Suite("authflow login --paste against the server")
     struct PasteLogin {
-        /// A catalog for the public PKCE client, with its registered loopback redirect URI and the
-        /// issuer (so the server's RFC 9207 `iss` is checked, and the ID token validated).
-        static func catalog(_ server: IntegrationServer, in directory: URL, redirectURI: String = Fixture.pkceRedirect) throws -> URL {
-            let catalog = directory.appendingPathComponent("providers.json")
-            try Data("""
-                [{
-                  "id": "dot-pkce",
-                  "clientID": "\(Fixture.publicPKCEClient)",
-                  "issuer": "\(server.issuer)",
-                  "authorizationURL": "\(server.url("/o/authorize/").absoluteString)",
-                  "tokenURL": "\(server.url("/o/token/").absoluteString)",
-                  "jwksURL": "\(server.url("/o/.well-known/jwks.json").absoluteString)",
-                  "redirectURI": "\(redirectURI)",
-                  "scopes": ["openid", "read"]
-                }]
-                """.utf8).write(to: catalog)
-            return catalog
+        /// A scratch directory with a catalog for the public PKCE client (its registered loopback
+        /// redirect URI, and the issuer, so the server's RFC 9207 `iss` is checked and the ID token
+        /// validated) and a store; the arguments and the environment that name them.
+        final class Scratch {
+            let directory: TemporaryDirectory
+            let store: URL
+            let common: [String]
+            let environment: [String: String]
+
+            init(_ server: IntegrationServer, redirectURI: String = Fixture.pkceRedirect) throws {
+                directory = try TemporaryDirectory("authflow-it")
+                let catalog = directory.url.appendingPathComponent("providers.json")
+                try Data("""
+                    [{
+                      "id": "dot-pkce",
+                      "clientID": "\(Fixture.publicPKCEClient)",
+                      "issuer": "\(server.issuer)",
+                      "authorizationURL": "\(server.url("/o/authorize/").absoluteString)",
+                      "tokenURL": "\(server.url("/o/token/").absoluteString)",
+                      "jwksURL": "\(server.url("/o/.well-known/jwks.json").absoluteString)",
+                      "redirectURI": "\(redirectURI)",
+                      "scopes": ["openid", "read"]
+                    }]
+                    """.utf8).write(to: catalog)
+                store = directory.url.appendingPathComponent("store")
+                common = ["--config", catalog.path, "--store", store.path]
+                environment = ["PATH": "/usr/bin:/bin", "HOME": directory.url.path, "NO_COLOR": "1"]
+            }
+
+            /// Whether the store holds an entry.
+            var stored: Bool {
+                ((try? FileManager.default.contentsOfDirectory(atPath: store.path)) ?? []).contains { $0.hasSuffix(".json") }
+            }
         }
 
         /// Starts `login dot-pkce --paste` on a terminal; returns it with the authorization URL it printed.
@@ -41,12 +57,9 @@ extension Integration {
         @Test("alice signs in elsewhere; the URL the browser ended on, pasted into authflow, logs in; the server accepts the token")
         func pasteBack() async throws {
             let server = try IntegrationServer.require()
-            let scratch = try TemporaryDirectory("authflow-it")
-            defer { scratch.remove() }
-            let catalog = try Self.catalog(server, in: scratch.url)
-            let store = scratch.url.appendingPathComponent("store")
-            let environment = ["PATH": "/usr/bin:/bin", "HOME": scratch.url.path, "NO_COLOR": "1"]
-            let common = ["--config", catalog.path, "--store", store.path]
+            let scratch = try Scratch(server)
+            defer { scratch.directory.remove() }
+            let (common, environment) = (scratch.common, scratch.environment)
 
             let (session, url) = try await Self.start(common, environment: environment)
             #expect(Form.query(url)["redirect_uri"] == Fixture.pkceRedirect)
@@ -60,6 +73,7 @@ extension Integration {
             let status = await session.wait(timeout: .seconds(60))
             #expect(status == 0, "login exited \(status): \(session.output)")
             #expect(session.output.contains("Logged in to dot-pkce"))
+            #expect(scratch.stored)
 
             let token = try await runBinary(common + ["token", "dot-pkce"], environment: environment)
             #expect(token.status == 0, "token exited \(token.status); stderr: \(token.stderr)")
@@ -76,13 +90,10 @@ extension Integration {
         @Test("--listen-port N: the server takes that loopback port (RFC 8252 §7.3); the redirect arriving there, as through ssh -L, logs in")
         func listenPort() async throws {
             let server = try IntegrationServer.require()
-            let scratch = try TemporaryDirectory("authflow-it")
-            defer { scratch.remove() }
             // it-public-pkce also registers http://127.0.0.1/callback, without a port.
-            let catalog = try Self.catalog(server, in: scratch.url, redirectURI: "http://127.0.0.1/callback")
-            let store = scratch.url.appendingPathComponent("store")
-            let environment = ["PATH": "/usr/bin:/bin", "HOME": scratch.url.path, "NO_COLOR": "1"]
-            let common = ["--config", catalog.path, "--store", store.path]
+            let scratch = try Scratch(server, redirectURI: "http://127.0.0.1/callback")
+            defer { scratch.directory.remove() }
+            let (common, environment) = (scratch.common, scratch.environment)
             let port = try ServerLauncher.freePort()
             let redirect = "http://127.0.0.1:\(port)/callback"
 
@@ -107,14 +118,10 @@ extension Integration {
         @Test("alice denies consent: the server's access_denied redirect, pasted, exits 77 and stores nothing")
         func denied() async throws {
             let server = try IntegrationServer.require()
-            let scratch = try TemporaryDirectory("authflow-it")
-            defer { scratch.remove() }
-            let catalog = try Self.catalog(server, in: scratch.url)
-            let store = scratch.url.appendingPathComponent("store")
-            let environment = ["PATH": "/usr/bin:/bin", "HOME": scratch.url.path, "NO_COLOR": "1"]
-            let common = ["--config", catalog.path, "--store", store.path]
+            let scratch = try Scratch(server)
+            defer { scratch.directory.remove() }
 
-            let (session, url) = try await Self.start(common, environment: environment)
+            let (session, url) = try await Self.start(scratch.common, environment: scratch.environment)
             let ended = try await TestBrowser().authorize(
                 url: url, username: Fixture.username, password: Fixture.password, redirectURIPrefix: Fixture.pkceRedirect, approve: false)
             #expect(Form.query(ended)["error"] == "access_denied")
@@ -122,8 +129,7 @@ extension Integration {
             let status = await session.wait(timeout: .seconds(60))
             #expect(status == 77, "login exited \(status): \(session.output)")
             #expect(session.output.contains("[accessDenied]"))
-            let stored = (try? FileManager.default.contentsOfDirectory(atPath: store.path)) ?? []
-            #expect(!stored.contains { $0.hasSuffix(".json") })
+            #expect(!scratch.stored)
         }
     }
 }

@@ -49,16 +49,11 @@ public final class TerminalSession: Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/pts/\(number)", O_RDWR, 0)
         posix_spawn_file_actions_adddup2(&actions, 0, 1)
         posix_spawn_file_actions_adddup2(&actions, 0, 2)
-        if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
+        if let closeFrom = ChildProcess.addCloseFrom { _ = closeFrom(&actions, 3) }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        var all = sigset_t()
-        sigemptyset(&none)
-        sigfillset(&all)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setsigdefault(&attributes, &all)
+        ChildProcess.unblockAndResetSignals(&attributes)
         // POSIX_SPAWN_SETSID is 0x80 in glibc 2.26 and later (spawn.h, under __USE_GNU, which Swift's
         // Glibc module does not define); glibc runs setsid before the file actions.
         posix_spawnattr_setflags(&attributes, Int16(0x80 | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
@@ -159,10 +154,4 @@ public final class TerminalSession: Sendable {
             try? await Task.sleep(for: .milliseconds(10))
         }
     }
-
-    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
-
-    /// glibc 2.34+; not visible to Swift's Glibc module, so looked up.
-    private static let addCloseFrom: AddCloseFrom? = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np")
-        .map { unsafeBitCast($0, to: AddCloseFrom.self) }
 }
