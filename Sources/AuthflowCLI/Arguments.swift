@@ -34,7 +34,8 @@ public struct Invocation: Sendable, Equatable {
 public enum Command: Sendable, Equatable {
     /// `providers [--json]`.
     case providers(json: Bool)
-    /// `login PROVIDER [--device | --browser | --client-credentials | --ciba] [--scope S]... [--json] [--timeout SECONDS]`.
+    /// `login PROVIDER [--device | --browser | --paste | --client-credentials | --ciba] [--scope S]... [--json]
+    /// [--timeout SECONDS] [--listen-port PORT] [CIBA options]`.
     case login(LoginOptions)
     /// `token PROVIDER [--json]`.
     case token(provider: String, json: Bool)
@@ -106,6 +107,8 @@ public struct LoginOptions: Sendable, Equatable {
         case device
         /// `--browser`: authorization code + PKCE with a loopback redirect (RFC 8252).
         case browser
+        /// `--paste`: authorization code + PKCE, the URL the browser ended on pasted back (no listener).
+        case paste
         /// `--client-credentials`: RFC 6749 §4.4.
         case clientCredentials = "client-credentials"
         /// `--ciba`: OpenID Connect CIBA; the provider asks the person on their own device.
@@ -127,6 +130,9 @@ public struct LoginOptions: Sendable, Equatable {
     public var qr: Bool?
     /// The CIBA options (`--login-hint`, `--binding-message`…); any of them implies `--ciba`.
     public var ciba: CIBALoginOptions
+    /// `--listen-port`: the loopback port a browser login listens on (and sends in its redirect URI),
+    /// instead of the catalog redirect URI's port or an ephemeral one.
+    public var listenPort: Int?
 
     /// The default browser wait: 5 minutes.
     public static let defaultTimeout = 300
@@ -134,10 +140,11 @@ public struct LoginOptions: Sendable, Equatable {
     /// Creates login options.
     public init(
         provider: String, method: Method? = nil, scopes: [String] = [], json: Bool = false, timeout: Int = LoginOptions.defaultTimeout,
-        qr: Bool? = nil, ciba: CIBALoginOptions = CIBALoginOptions()
+        qr: Bool? = nil, ciba: CIBALoginOptions = CIBALoginOptions(), listenPort: Int? = nil
     ) {
         self.qr = qr
         self.ciba = ciba
+        self.listenPort = listenPort
         self.provider = provider
         self.method = method
         self.scopes = scopes
@@ -284,7 +291,8 @@ extension Authflow {
         case "login":
             let methods = LoginOptions.Method.allCases.filter { flag("--\($0.rawValue)") }
             guard methods.count <= 1 else {
-                throw UsageError("choose one of --device, --browser, --client-credentials, --ciba", command: commandName)
+                throw UsageError("choose one of " + LoginOptions.Method.allCases.map { "--\($0.rawValue)" }.joined(separator: ", "),
+                                 command: commandName)
             }
             let ciba = try CIBALoginOptions.parse(options)
             var method = methods.first
@@ -313,9 +321,23 @@ extension Authflow {
                 timeout = seconds
             }
             guard !(flag("--qr") && flag("--no-qr")) else { throw UsageError("choose one of --qr, --no-qr", command: commandName) }
+            // --listen-port is the browser login's: it asks for that grant, and no other.
+            var listenPort: Int?
+            if let text = options.last(where: { $0.name == "--listen-port" })?.value {
+                guard let port = Int(text), (1...65535).contains(port) else {
+                    throw UsageError("--listen-port needs a port from 1 to 65535, not '\(DisplayText.escape(text))'", command: commandName)
+                }
+                guard method == nil || method == .browser else {
+                    throw UsageError("--listen-port is for the browser login (the loopback port its redirect comes back to); "
+                        + "drop --\(method?.rawValue ?? "")", command: commandName)
+                }
+                method = .browser
+                listenPort = port
+            }
             return invocation(.login(LoginOptions(provider: positionals[0], method: method, scopes: scopes,
                                                   json: flag("--json"), timeout: timeout,
-                                                  qr: flag("--qr") ? true : flag("--no-qr") ? false : nil, ciba: ciba)))
+                                                  qr: flag("--qr") ? true : flag("--no-qr") ? false : nil, ciba: ciba,
+                                                  listenPort: listenPort)))
         case "token":
             if flag("--dpop-proof") {
                 guard !flag("--json"), !flag("--header") else { throw UsageError("--dpop-proof prints header lines; drop --json and --header", command: commandName) }

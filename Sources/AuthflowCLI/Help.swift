@@ -13,11 +13,11 @@ extension Authflow {
             options: [OptionSpec("--json", "one JSON object per provider per line: id, grants, login (the default method), scopes")]),
         CommandSpec(
             "login",
-            usage: "[--config FILE] [--store DIR] login PROVIDER [--device | --browser | --client-credentials | --ciba] "
-                + "[--scope S]... [--json] [--timeout SECONDS] [--qr | --no-qr] "
+            usage: "[--config FILE] [--store DIR] login PROVIDER [--device | --browser | --paste | --client-credentials | --ciba] "
+                + "[--scope S]... [--json] [--timeout SECONDS] [--qr | --no-qr] [--listen-port PORT] "
                 + "[--login-hint VALUE | --id-token-hint TOKEN | --login-hint-token TOKEN] [--binding-message TEXT] "
                 + "[--user-code CODE] [--requested-expiry SECONDS]",
-            synopsis: "login PROVIDER [--device | --browser | --client-credentials | --ciba] [--scope S]... [--json]",
+            synopsis: "login PROVIDER [--device | --browser | --paste | --client-credentials | --ciba] [--scope S]... [--json]",
             summary: "log in and store the tokens", positionalNames: ["PROVIDER"], positionals: 1...1, takesProvider: true,
             about: """
             Log in to PROVIDER and store its tokens.
@@ -26,7 +26,8 @@ extension Authflow {
             and no display is available (neither DISPLAY nor WAYLAND_DISPLAY is set), and the browser
             otherwise. A provider with a client secret and neither a redirectURI nor a device endpoint
             uses client credentials, unless it has a backchannelAuthenticationURL and a cibaLoginHint:
-            then CIBA.
+            then CIBA. When the browser login is chosen with no display, authflow says how to finish
+            from another machine: --paste, or a forwarded --listen-port.
             """,
             options: [
                 OptionSpec("--device", "RFC 8628 device authorization: prints a URL and a code to type",
@@ -34,17 +35,28 @@ extension Authflow {
                 OptionSpec("--browser", "authorization code + PKCE: prints the authorization URL (and",
                            "opens it with xdg-open when a display is present), then waits",
                            "for the redirect on a loopback address (RFC 8252)"),
+                OptionSpec("--paste", "authorization code + PKCE with nothing listening: prints the",
+                           "authorization URL; sign in on any device, then paste back the",
+                           "address the browser ended on (its page may fail to load: that is",
+                           "expected), or the code the provider's page shows; needs the",
+                           "catalog's redirectURI"),
                 OptionSpec("--client-credentials", "RFC 6749 §4.4, for a confidential client"),
                 OptionSpec("--ciba", "OpenID Connect CIBA: the provider asks the person on their own device",
                            "(found by a hint); prints the binding message, counts down, and polls",
                            "until they answer; for a confidential client"),
                 OptionSpec("--scope", value: "S", "request scope S instead of the provider's (repeatable)"),
                 OptionSpec("--json", "JSON Lines on stdout, one object per state transition"),
-                OptionSpec("--timeout", value: "SECONDS", "how long the browser login waits for its redirect (default 300)"),
-                OptionSpec("--qr", "also draw the device login's link as a QR code on stderr, even when it",
-                           "would not be (by default: when stderr is a terminal wide enough for it,",
-                           "and neither NO_COLOR nor TERM=dumb is set; needs libqrencode)"),
+                OptionSpec("--timeout", value: "SECONDS", "how long the browser login waits for its redirect, or --paste",
+                           "for the pasted line (default 300)"),
+                OptionSpec("--qr", "also draw the device login's link (with --paste, the authorization",
+                           "URL) as a QR code on stderr, even when it would not be (by default:",
+                           "when stderr is a terminal wide enough for it, and neither NO_COLOR",
+                           "nor TERM=dumb is set; needs libqrencode)"),
                 OptionSpec("--no-qr", "never draw the QR code"),
+                OptionSpec("--listen-port", value: "PORT", "the browser login listens on PORT (the catalog redirectURI's",
+                           "loopback host and path, else 127.0.0.1 and /callback) and sends",
+                           "that redirect URI; implies --browser. For a browser on another",
+                           "machine, run there: ssh -L PORT:127.0.0.1:PORT THIS-HOST"),
                 OptionSpec("--login-hint", value: "VALUE", "CIBA: whom to ask, as the provider knows them (an e-mail address,",
                            "a phone number; Glewlwyd: {\"username\":\"alice\"}); default: the catalog's cibaLoginHint"),
                 OptionSpec("--id-token-hint", value: "TOKEN", "CIBA: whom to ask, by an ID token the provider issued to this client"),
@@ -54,7 +66,10 @@ extension Authflow {
                 OptionSpec("--user-code", value: "CODE", "CIBA: the person's user code, for providers that ask for one"),
                 OptionSpec("--requested-expiry", value: "SECONDS", "CIBA: how long the request may wait for the person"),
             ],
-            notes: "Ctrl-C cancels the login promptly, stores nothing, and exits 130."),
+            notes: """
+            Ctrl-C cancels the login promptly, stores nothing, and exits 130; with --paste, the end
+            of input (Ctrl-D) before a line exits 65 and stores nothing.
+            """),
         CommandSpec(
             "token", usage: "[--config FILE] [--store DIR] token PROVIDER [--json] [--header] [--dpop-proof METHOD URL]",
             synopsis: "token PROVIDER [--json]",

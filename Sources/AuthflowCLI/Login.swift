@@ -58,9 +58,18 @@ extension Context {
             result = await capture { () async throws(OAuthError) in
                 try await flow.authorizeWithBackchannel(provider: id, options.ciba.request(scopes: scopes))
             }
+        case .paste:
+            let pasted = try await pasteLogin(provider, options, store: store, session: session)
+            flow = pasted.flow
+            reporter = pasted.reporter
+            result = pasted.result
         case .browser:
             let receiver: LoopbackReceiver
-            do { receiver = try LoopbackReceiver(redirectURI: provider.redirectURI) } catch { throw .oauth(error, provider: id) }
+            do {
+                receiver = try LoopbackReceiver(redirectURI: Self.loopbackRedirect(provider.redirectURI, port: options.listenPort))
+            } catch {
+                throw .oauth(error, provider: id)
+            }
             // The redirect_uri sent must be the one listened on (its port may be ephemeral).
             var listening = provider
             listening.redirectURI = receiver.redirectURI
@@ -84,6 +93,13 @@ extension Context {
                 if !options.json { err.write("Opened it in your browser.\n") }
             }
             if !options.json {
+                // Chosen, not asked for, on a box with no display: the browser may well be elsewhere.
+                if options.method == nil, !Self.hasDisplay(environment) {
+                    // Fixed: asked for, or the catalog's loopback one; not one the system chose for this run.
+                    let fixedPort = receiver.redirectURI.port == (options.listenPort ?? provider.redirectURI?.port)
+                    let note = Self.elsewhereNote(provider, listeningOn: receiver.redirectURI, fixedPort: fixedPort)
+                    err.write(errStyle.yellow("note:") + " " + note + "\n")
+                }
                 let wait = "Waiting up to \(Timestamps.clock(options.timeout)) for the browser to return to "
                     + "\(receiver.redirectURI.absoluteString)…"
                 err.write(errStyle.dim(wait) + "\n")
@@ -103,6 +119,39 @@ extension Context {
             out.write(JSONValue.line([("state", .string("error")), ("provider", .string(id))] + jsonFields(error, provider: id)))
         }
         throw .oauth(error, provider: id)
+    }
+}
+
+extension Context {
+    /// The redirect URI the browser login listens on: the catalog's, or with `--listen-port` its
+    /// loopback `http://` host and path (else `127.0.0.1` and `/callback`) at that port.
+    static func loopbackRedirect(_ configured: URL?, port: Int?) -> URL? {
+        guard let port else { return configured }
+        if let configured, var components = URLComponents(url: configured, resolvingAgainstBaseURL: false),
+           components.scheme?.lowercased() == "http", let host = components.host, Provider.isLoopback(host: host) {
+            components.port = port
+            if let url = components.url { return url }
+        }
+        return URL(string: "http://127.0.0.1:\(port)\(LoopbackReceiver.defaultPath)")
+    }
+
+    /// What a browser login chosen on a box with no display says (no device endpoint either, or
+    /// the device grant would have been chosen): a browser on another machine cannot reach
+    /// `redirectURI`; `--paste` fits, or a forwarded port.
+    /// `fixedPort`: the port is the catalog's or `--listen-port`'s, not an ephemeral one (which the
+    /// next run would not get again).
+    static func elsewhereNote(_ provider: Provider, listeningOn redirectURI: URL, fixedPort: Bool) -> String {
+        let id = escaped(provider.id)
+        let port = fixedPort ? redirectURI.port.map(String.init) ?? "PORT" : "PORT"
+        var text = "there is no display here (DISPLAY and WAYLAND_DISPLAY are unset), and \(id) has no device endpoint "
+            + "for --device. If your browser runs on another machine, its redirect to \(escaped(redirectURI.absoluteString)) "
+            + "cannot reach this one: press Ctrl-C and "
+        text += provider.redirectURI == nil
+            ? "add the redirectURI registered with \(id) to the catalog to log in with --paste (the address pasted back), "
+            : "run 'authflow login \(id) --paste' to paste the address back instead, "
+        text += "or forward the port from that machine (ssh -L \(port):127.0.0.1:\(port) THIS-HOST) and run "
+            + "'authflow login \(id) --listen-port \(port)'."
+        return text
     }
 }
 

@@ -48,6 +48,7 @@ struct CommandTableTests {
         "--timeout": ("5", "6"), "--client-timeout": ("7", "8"), "--socket": ("/run/a.sock", "/run/b.sock"),
         "--sink": ("gh=/run/gh.token", "gl=/run/gl.token"), "--metrics-file": ("/run/a.prom", "/run/b.prom"),
         "--requested-expiry": ("60", "120"),
+        "--listen-port": ("8400", "8401"),
     ]
 
     /// A command line for `command` that the parser takes, with `extra` (options) after its positionals.
@@ -129,7 +130,7 @@ struct CommandTableTests {
     func helpLayout() {
         let overview = Authflow.helpText(nil)
         #expect(overview.contains("\n  providers [--json]                   list configured providers and the grants each supports\n"))
-        #expect(overview.contains("\n  login PROVIDER [--device | --browser | --client-credentials | --ciba] [--scope S]... [--json]\n"
+        #expect(overview.contains("\n  login PROVIDER [--device | --browser | --paste | --client-credentials | --ciba] [--scope S]... [--json]\n"
             + String(repeating: " ", count: 39) + "log in and store the tokens\n"))
         #expect(overview.contains("\n  --config FILE    the provider catalog (JSON; see Documentation/Catalog.md)\n"))
         #expect(overview.contains("\n  --store-plaintext\n                   let a database store keep entries unencrypted (no key)\n"))

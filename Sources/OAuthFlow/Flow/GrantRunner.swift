@@ -277,6 +277,66 @@ extension AuthFlow {
         return try await complete(response, request: request)
     }
 
+    /// Completes a browser login from what the person pasted back: the full URL the browser
+    /// ended on, or the bare `code` a provider's page showed (a paste-back login).
+    ///
+    /// For a person who signs in on another device, whose browser's redirect cannot reach this
+    /// machine: show `request.url`, take one line from your own UI and pass it here. Nothing
+    /// listens; the redirect URI is the provider's (a loopback one whose page fails to load, a
+    /// custom scheme, an https page). `request` must be pending in this flow (made by
+    /// ``authorizationRequest(provider:scopes:parameters:usePKCE:resources:)``) and leaves it
+    /// whatever happens (single use). A URL is read by the parser of ``AuthorizationResponse`` and
+    /// must be for `request.redirectURI`, with no parameter repeated and a `state` equal to
+    /// `request.state` (constant time); then, as for ``completeAuthorization(callbackURL:)``, the
+    /// request must be unexpired, `iss` must match (RFC 9207), an `error` is thrown as such, and
+    /// the code is exchanged with the PKCE verifier. A bare code carries nothing to check and is
+    /// taken only with PKCE (RFC 7636: only this request's verifier redeems a code issued for
+    /// it); it is refused by an issuer whose metadata advertises
+    /// `authorization_response_iss_parameter_supported` (RFC 9207 §2.4). Publishes `.error`, or
+    /// `.requestingAccessToken` then `.authorized`. See
+    /// [RFC 6749 §4.1.2](https://www.rfc-editor.org/rfc/rfc6749#section-4.1.2).
+    /// - Parameters:
+    ///   - pasted: the line as typed; surrounding blanks and line ends are ignored. At most
+    ///     ``AuthorizationResponse/maximumPastedLength`` bytes of printable ASCII.
+    ///   - request: the request whose URL the person opened.
+    /// - Throws: ``OAuthError`` `.invalidCallback` for text that is neither (a control character,
+    ///   too long, another redirect URI, a repeated parameter, no query, a bare code without PKCE or
+    ///   from an RFC 9207 issuer, a wrong `iss`); `.stateMismatch` for a missing or wrong `state`, a
+    ///   request not pending or expired; `.accessDenied` or `.serverRejected` for an `error`; then
+    ///   what ``completeAuthorization(callbackURL:)`` throws for the exchange.
+    @discardableResult
+    public func completeAuthorization(pasted: String, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
+        let response = try await reporting(request.providerID) { () throws(OAuthError) in
+            // Single use, as for a redirect: the request leaves the pending list whatever happens next.
+            guard let index = pending.firstIndex(where: { $0.state.constantTimeEquals(request.state) }) else {
+                throw OAuthError(.stateMismatch, endpoint: .authorization, message: """
+                    this authorization request is not pending in this flow (completed already, expired, or made by another); \
+                    start a new one
+                    """)
+            }
+            pending.remove(at: index)
+            switch try AuthorizationResponse.pasted(pasted, redirectURI: request.redirectURI) {
+            case .redirect(let response):
+                guard let state = response.state else {
+                    throw OAuthError(.stateMismatch, endpoint: .authorization, message: "the pasted URL carries no state")
+                }
+                guard state.constantTimeEquals(request.state) else {
+                    throw OAuthError(.stateMismatch, endpoint: .authorization, message: "the pasted URL's state is not this login's")
+                }
+                return response
+            case .code(let code):
+                guard request.codeVerifier != nil else {
+                    throw OAuthError(.invalidCallback, endpoint: .authorization, message: """
+                        a bare code is taken only with PKCE, and this request has none: paste the whole URL, whose state \
+                        ties it to this login
+                        """)
+                }
+                return AuthorizationResponse(code: code)
+            }
+        }
+        return try await complete(response, request: request)
+    }
+
     /// After the callback named `request`: unexpired, then the code exchange through the runner.
     private func complete(_ response: AuthorizationResponse, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
         do { try checkRequestURIExpiry(of: request) } catch { throw fail(request.providerID, error) }

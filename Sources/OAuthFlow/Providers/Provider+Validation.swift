@@ -111,8 +111,8 @@ extension Provider {
         }
     }
 
-    /// True for `localhost`, `*.localhost`, `127.0.0.0/8` and `::1`.
-    static func isLoopback(host: String) -> Bool {
+    /// True for `localhost`, `*.localhost`, `127.0.0.0/8` and `::1` (the CLI's `--listen-port` asks too).
+    package static func isLoopback(host: String) -> Bool {
         let host = ASCIIText.trimming(host.lowercased(), where: { $0 == UInt8(ascii: "[") || $0 == UInt8(ascii: "]") })
         guard !host.isEmpty else { return false }   // empty, or nothing but brackets
         if host == "localhost" || host.hasSuffix(".localhost") || host == "::1" { return true }
