@@ -13,7 +13,8 @@ import Foundation
 ///     → client authentication (an assertion's algorithm checked against the metadata; the
 ///       authentication itself is applied to each attempt by the provider's EndpointClient)
 ///     → the POST with its retries, each attempt with a fresh DPoP proof (or the device poll)
-///     → the response (RFC 6749 §5.1)
+///     → the response (RFC 6749 §5.1), and the grant's follow-up on it when it has one
+///       (Google's service-account impersonation)
 ///     → the checks: the ID token, a certificate-bound access token's `cnf`
 ///     → the token set to keep
 ///
@@ -100,7 +101,9 @@ final class TokenEndpoint: Sendable {
         do {
             switch grant.exchange {
             case .post(let fields, let scope):
-                return try await post(fields, to: url, retrying: scope, proof: proof)
+                let response = try await post(fields, to: url, retrying: scope, proof: proof)
+                guard let followUp = grant.followUp else { return response }
+                return try await followUp(response, client, now())
             case .devicePoll(let code):
                 return try await poll(code, url: url, proof: proof, onSlowDown: onSlowDown)
             }
