@@ -76,19 +76,7 @@ public final class ExternalAccountFile: Sendable, CustomStringConvertible {
     public init(contentsOfFile path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(OAuthError) {
         let label = "external_account file \(DisplayText.escape(path))"
         func fail(_ reason: String) -> OAuthError { OAuthError(.configuration, message: "\(label): \(reason)") }
-        var bytes: [UInt8]
-        do {
-            bytes = try CredentialFile.read(path, isPrivate: false)
-        } catch {
-            throw OAuthError(.configuration, message: "\(label) \(error.reason)")
-        }
-        defer { wipe(&bytes) }
-        let object: JSONObject
-        do {
-            object = try JSONObject(try JSONValue.parse(Data(bytes)), what: "the file") { fail($0) }
-        } catch {
-            throw fail("is not a JSON object (\(error.message ?? "unreadable"))")
-        }
+        let object = try CredentialFile.jsonObject(path, isPrivate: false, label: label) { fail($0) }
         if let unknown = object.members.keys.sorted().first(where: { !Self.readMembers.contains($0) && !Self.ignoredMembers.contains($0) }) {
             throw fail("has the member \"\(DisplayText.escape(String(unknown.prefix(64))))\", which this library does not read; "
                 + "refused rather than ignored, since it may change what the file means")

@@ -247,6 +247,13 @@ struct ExternalAccountTests {
     let clock = TestClock()
     static let impersonationPath = "/v1/projects/-/serviceAccounts/deployer@project.iam.gserviceaccount.com:generateAccessToken"
 
+    /// Writes a valid subject token (a JWT) to a file and returns its path.
+    static func subjectTokenFile(in scratch: TemporaryDirectory) throws -> String {
+        let path = scratch.url.appendingPathComponent("token").path
+        try Data(SubjectTokenSourceTests.valid.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
     /// Writes `object` (JSON text) as an external_account file and returns its path.
     static func write(_ text: String, in scratch: TemporaryDirectory, name: String = "wif.json") throws -> String {
         let path = scratch.url.appendingPathComponent(name).path
@@ -323,8 +330,7 @@ struct ExternalAccountTests {
     func exchange() async throws {
         let scratch = try TemporaryDirectory("wif")
         defer { scratch.remove() }
-        let token = scratch.url.appendingPathComponent("token").path
-        try Data(SubjectTokenSourceTests.valid.utf8).write(to: URL(fileURLWithPath: token))
+        let token = try Self.subjectTokenFile(in: scratch)
         let path = try Self.write(file(source: #"{"file": "\#(token)"}"#, extra: #", "workforce_pool_user_project": "proj-1""#), in: scratch)
         let provider = try provider(path)
         #expect(provider.serviceGrant == .tokenExchange && provider.clientAuthentication == .none && provider.sendsNoClientID)
@@ -346,8 +352,7 @@ struct ExternalAccountTests {
     func impersonation() async throws {
         let scratch = try TemporaryDirectory("wif")
         defer { scratch.remove() }
-        let token = scratch.url.appendingPathComponent("token").path
-        try Data(SubjectTokenSourceTests.valid.utf8).write(to: URL(fileURLWithPath: token))
+        let token = try Self.subjectTokenFile(in: scratch)
         let path = try Self.write(file(source: #"{"file": "\#(token)"}"#, extra: #", "service_account_impersonation_url": "\#(mock.baseURL.absoluteString)\#(Self.impersonationPath)", "client_id": "wf-client", "client_secret": "wf-secret-value""#), in: scratch)
         let provider = try provider(path, members: #", "scopes": ["https://www.googleapis.com/auth/devstorage.read_only"]"#)
         #expect(provider.clientAuthentication == .clientSecretBasic && provider.clientID == "wf-client")
@@ -370,8 +375,7 @@ struct ExternalAccountTests {
     func impersonationRefused(status: Int) async throws {
         let scratch = try TemporaryDirectory("wif")
         defer { scratch.remove() }
-        let token = scratch.url.appendingPathComponent("token").path
-        try Data(SubjectTokenSourceTests.valid.utf8).write(to: URL(fileURLWithPath: token))
+        let token = try Self.subjectTokenFile(in: scratch)
         let path = try Self.write(file(source: #"{"file": "\#(token)"}"#, extra: #", "service_account_impersonation_url": "\#(mock.baseURL.absoluteString)\#(Self.impersonationPath)""#), in: scratch)
         mock.script(.token, [WorkloadIdentityTests.exchanged("ya29.sts-token")])
         mock.script(path: Self.impersonationPath, [status == 403
