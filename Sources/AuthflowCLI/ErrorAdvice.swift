@@ -50,12 +50,13 @@ struct ErrorAdvice {
         }
 
         /// The client's credential in words: the service-account key (the account is the client),
-        /// the client key or certificate file, the client secret, or the client ID of a public client.
+        /// the client key, client assertion or certificate file, the client secret, or the client ID of a public client.
         static func client(of provider: Provider) -> String {
             if let account = provider.serviceAccount { return "the service-account key \(account.path) (\(account.clientEmail))" }
             let id = "client ID \(provider.clientID)"
             switch provider.clientAuthentication {
             case .privateKeyJWT:
+                if let file = provider.clientAssertionFile { return "the client assertion in \(file) of \(id)" }
                 return ((provider.clientKey as? ClientKey)?.path).map { "the client key \($0) of \(id)" } ?? "the signing key of \(id)"
             case .tlsClientAuth, .selfSignedTLSClientAuth:
                 return provider.clientCertificate.map { "the client certificate \($0.path) of \(id)" } ?? "the client certificate of \(id)"
@@ -76,7 +77,7 @@ struct ErrorAdvice {
                 }
                 return client(of: provider)
             case .tokenExchange?:
-                return provider.tokenExchange.map { "the subject token in \($0.subjectTokenFile)" } ?? client(of: provider)
+                return provider.subjectTokenSource.map { $0.filePath.map { "the subject token in \($0)" } ?? $0.description } ?? client(of: provider)
             case .clientCredentials?:
                 return client(of: provider)
             default:

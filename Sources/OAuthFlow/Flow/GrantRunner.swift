@@ -33,7 +33,8 @@ extension AuthFlow {
     // MARK: JWT bearer and token exchange
 
     /// Gets a token with the JWT-bearer grant (RFC 7523 §2.1), signed with the provider's
-    /// service-account key or, for catalog `grant: "jwt-bearer"`, its client key.
+    /// service-account key or, for catalog `grant: "jwt-bearer"`, its client key — or with the
+    /// pre-made assertion its ``Provider/subjectTokenSource`` gives.
     ///
     /// Signs a fresh assertion (for a service account: RS256, `kid` = `private_key_id`, `iss` =
     /// `client_email`; with a client key: its algorithm, `kid` = `clientKeyID`, `iss` = the client
@@ -53,7 +54,7 @@ extension AuthFlow {
             try await JWTBearerGrant.request(
                 provider, tokenURL: try await discovery.requiredEndpoint(.token, client(for: provider)), scopes: scopes ?? provider.scopes,
                 subject: provider.serviceAccountSubject,
-                resources: resources ?? provider.resources, now: options.now())
+                resources: resources ?? provider.resources, now: options.now(), assertion: try await premadeAssertion(provider))
         }.authorization
     }
 
@@ -65,8 +66,9 @@ extension AuthFlow {
     /// provider's client authentication. The result is stored and published like any grant's; its
     /// ``Authorization/issuedTokenType`` says what was issued (``TokenType``). A response whose
     /// `token_type` is `N_A` is accepted only when the issued token is not an access token
-    /// (§2.2.1). No person is needed: a provider whose catalog entry has `subjectTokenFile` is
-    /// exchanged again by ``accessToken(for:)`` whenever its token is due. See
+    /// (§2.2.1). No person is needed: a provider with a ``Provider/subjectTokenSource`` (catalog
+    /// `subjectTokenSource`, `subjectTokenFile` or `externalAccountFile`) is exchanged again by
+    /// ``accessToken(for:)`` whenever its token is due, with a token asked of the source again. See
     /// [RFC 8693 §2](https://www.rfc-editor.org/rfc/rfc8693#section-2).
     /// - Parameters:
     ///   - subjectToken: the token that says who the request is for (a Kubernetes or CI JWT, or
@@ -95,7 +97,8 @@ extension AuthFlow {
                     subjectToken: subjectToken, subjectTokenType: subjectTokenType ?? configured?.subjectTokenType ?? TokenType.jwt,
                     actorToken: actorToken, actorTokenType: actorTokenType, audience: audience ?? configured?.audience ?? [],
                     resources: resources ?? provider.resources, scopes: scopes ?? provider.scopes,
-                    requestedTokenType: requestedTokenType ?? configured?.requestedTokenType),
+                    requestedTokenType: requestedTokenType ?? configured?.requestedTokenType, options: configured?.options,
+                    impersonation: configured?.impersonation),
                 provider: provider)
         }.authorization
     }

@@ -14,7 +14,8 @@ import Foundation
 ///       authentication itself is applied to each attempt by the provider's EndpointClient)
 ///     → the POST with its retries, each attempt with a fresh DPoP proof (or the poll of the
 ///       device and CIBA grants)
-///     → the response (RFC 6749 §5.1)
+///     → the response (RFC 6749 §5.1), and the grant's follow-up on it when it has one
+///       (Google's service-account impersonation)
 ///     → the checks: the ID token, a certificate-bound access token's `cnf`
 ///     → the token set to keep
 ///
@@ -104,7 +105,9 @@ final class TokenEndpoint: Sendable {
         do {
             switch grant.exchange {
             case .post(let fields, let scope):
-                return try await post(fields, to: url, retrying: scope, proof: proof)
+                let response = try await post(fields, to: url, retrying: scope, proof: proof)
+                guard let followUp = grant.followUp else { return response }
+                return try await followUp(response, client, now())
             case .poll(let pending):
                 return try await poll(pending, url: url, proof: proof, onPoll: onPoll)
             }

@@ -27,8 +27,14 @@ final class GrantRequest: Sendable {
         case poll(PolledAuthorization)
     }
 
+    /// A step run on the token endpoint's answer before the checks, given the provider's client
+    /// and the time: Google's service-account impersonation (``ServiceAccountImpersonation``).
+    typealias FollowUp = @Sendable (TokenResponse, EndpointClient, Date) async throws(OAuthError) -> TokenResponse
+
     /// What to send.
     let exchange: Exchange
+    /// What to do with the answer before the checks, or nil.
+    let followUp: FollowUp?
     /// The grant of the authorization (a refresh keeps the grant that started it).
     let grant: GrantType
     /// The scopes asked for; the granted ones when the response has no `scope` (RFC 6749 §5.1).
@@ -46,9 +52,10 @@ final class GrantRequest: Sendable {
 
     init(
         _ exchange: Exchange, grant: GrantType, requestedScopes: [String], nonce: Secret? = nil, code: Secret? = nil,
-        previous: TokenSet? = nil, maxAge: TimeInterval? = nil, requestedAt: Date? = nil
+        previous: TokenSet? = nil, maxAge: TimeInterval? = nil, requestedAt: Date? = nil, followUp: FollowUp? = nil
     ) {
         self.exchange = exchange
+        self.followUp = followUp
         self.grant = grant
         self.requestedScopes = requestedScopes
         self.nonce = nonce

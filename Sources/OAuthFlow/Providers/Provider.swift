@@ -173,6 +173,12 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         /// with it, `authflow agent` re-authorizes the provider through CIBA.
         public var cibaLoginHint: String?
 
+        /// A file holding a client assertion made elsewhere, read on every request that
+        /// authenticates the client and sent as `client_assertion` (`private_key_jwt`, RFC 7523
+        /// §2.2): a federated credential such as Entra ID's workload identity token
+        /// (`AZURE_FEDERATED_TOKEN_FILE`), in place of ``clientKey`` (catalog `clientAssertionFile`).
+        public var clientAssertionFile: String?
+
         /// The grant, resource indicators and token-exchange settings (Providers/Provider+Grants.swift).
         var grantSettings = GrantSettings()
     }
@@ -235,12 +241,12 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// True for a client that authenticates (a confidential client, RFC 6749 §2.1): with a secret,
-    /// a private key or a client certificate.
+    /// a private key, a client assertion file or a client certificate.
     public var isConfidential: Bool {
         switch self.clientAuthentication {
         case .none: return false
         case .clientSecretBasic, .clientSecretPost, .clientSecretJWT: return self.clientSecret != nil
-        case .privateKeyJWT: return self.clientKey != nil
+        case .privateKeyJWT: return self.clientKey != nil || self.clientAssertionFile != nil
         case .tlsClientAuth, .selfSignedTLSClientAuth: return self.clientCertificate != nil && self.clientKey != nil
         }
     }

@@ -49,7 +49,8 @@ extension ProviderCatalog {
         .custom("clientAuthentication",
                 type: "`\"client_secret_basic\"`, `\"client_secret_post\"`, `\"client_secret_jwt\"`, `\"private_key_jwt\"`, "
                     + "`\"tls_client_auth\"`, `\"self_signed_tls_client_auth\"` or `\"none\"`",
-                default: "`client_secret_basic` with a secret, `private_key_jwt` with a `clientKeyFile` and no secret, `none` otherwise",
+                default: "`client_secret_basic` with a secret, `private_key_jwt` with a `clientKeyFile` or `clientAssertionFile` and no secret, "
+                    + "`none` otherwise",
                 doc: "how the client authenticates at the token endpoint (RFC 6749 §2.3)") { entry, provider throws(OAuthError) in
             if let method = try entry.clientAuthentication(hasSecret: provider.clientSecret != nil) { provider.clientAuthentication = method }
         },
@@ -71,6 +72,11 @@ extension ProviderCatalog {
         .custom("clientAssertionAudience", type: "`\"endpoint\"`, `\"issuer\"` or a URI", default: "`\"endpoint\"`",
                 doc: "the client assertion's `aud`") { entry, provider throws(OAuthError) in
             if let audience = try entry.clientAssertionAudience() { provider.clientAssertionAudience = audience }
+        },
+        .custom("clientAssertionFile", type: "file path (a JWT made elsewhere)",
+                doc: "a federated client assertion (such as `${AZURE_FEDERATED_TOKEN_FILE}`), read on every request and sent as "
+                    + "`client_assertion` (`private_key_jwt`)") { entry, provider throws(OAuthError) in
+            provider.clientAssertionFile = try entry.clientAssertionFile()
         },
         .custom("caFile", type: "file path (PEM CA bundle)", default: "none (the system's CAs)",
                 doc: "the CA certificates to trust for this provider's endpoints") { entry, provider throws(OAuthError) in
@@ -102,18 +108,23 @@ extension ProviderCatalog {
         .text("cibaLoginHint", \.cibaLoginHint, type: "string",
               doc: "the `login_hint` of a CIBA login that names no one; with it `authflow agent` re-authorizes through CIBA"),
         .custom("grant", type: "`\"client-credentials\"`, `\"jwt-bearer\"` or `\"token-exchange\"`",
-                default: "implied: `jwt-bearer` with `serviceAccountFile`, `token-exchange` with `subjectTokenFile`",
+                default: "implied: `jwt-bearer` with `serviceAccountFile`, `token-exchange` with `subjectTokenSource`, `subjectTokenFile` "
+                    + "or `externalAccountFile`",
                 doc: "the grant that runs with no person when no valid token is stored") { entry, provider throws(OAuthError) in
             provider.grant = try entry.catalogGrant()
         },
-        .custom("subjectTokenFile", type: "file path (the token to exchange)",
-                doc: "the file whose token is exchanged (RFC 8693), read on every exchange") { entry, provider throws(OAuthError) in
+        .custom("subjectTokenSource", type: "object with `file`, `url`, `command` or `preset`; or a preset's name",
+                doc: "where the subject token (or a `jwt-bearer` grant's assertion) comes from, asked on every exchange") { entry, provider throws(OAuthError) in
             try entry.readTokenExchange(into: &provider)
         },
-        .read("subjectTokenType", with: "subjectTokenFile", type: "token type URI (RFC 8693 §3)",
+        .read("subjectTokenFile", with: "subjectTokenSource", type: "file path (the token to exchange)",
+              doc: "the same as `subjectTokenSource` `{\"file\": PATH}`: the file whose token is exchanged (RFC 8693), read on every exchange"),
+        .read("externalAccountFile", with: "subjectTokenSource", type: "file path (Google `external_account` JSON)",
+              doc: "a Google workload identity federation file, read as it is: its source, STS exchange and impersonation"),
+        .read("subjectTokenType", with: "subjectTokenSource", type: "token type URI (RFC 8693 §3)",
               default: "`urn:ietf:params:oauth:token-type:jwt`", doc: "the exchange's `subject_token_type`"),
-        .read("audience", with: "subjectTokenFile", type: "string, or array of strings", doc: "the exchange's `audience` values"),
-        .read("requestedTokenType", with: "subjectTokenFile", type: "token type URI", default: "none (the server chooses)",
+        .read("audience", with: "subjectTokenSource", type: "string, or array of strings", doc: "the exchange's `audience` values"),
+        .read("requestedTokenType", with: "subjectTokenSource", type: "token type URI", default: "none (the server chooses)",
               doc: "the exchange's `requested_token_type`"),
         .custom("resource", type: "absolute URI without fragment, or array of them",
                 doc: "resource indicators (RFC 8707), sent with every grant") { entry, provider throws(OAuthError) in

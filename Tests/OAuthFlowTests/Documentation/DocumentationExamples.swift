@@ -42,6 +42,14 @@ func documentationExamples(callbackURL: URL, catalogURL: URL) async throws {
     let introspection = try await flow.introspect(provider: "gitlab", token: .accessToken)
     if introspection.active { print(introspection.scopes, introspection.expiresAt as Any, introspection.clientID as Any) }
 
+    // WorkloadIdentity.md
+    var deploy = Provider(id: "deploy", tokenURL: URL(string: "https://sts.example.com/token")!, clientID: "deployer")
+    deploy.tokenExchange = Provider.TokenExchange(audience: ["deploy-api"])
+    deploy.subjectTokenSource = .githubActions(audience: "https://sts.example.com")
+    let deployFlow = try await AuthFlow(providers: [deploy])
+    let deployToken = try await deployFlow.accessToken(for: "deploy")
+    _ = deployToken
+
     // Grants/Revocation.md
     let revocation = try await flow.revoke(provider: "gitlab")
     if !revocation.isComplete {

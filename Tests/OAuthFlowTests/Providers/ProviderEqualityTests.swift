@@ -16,6 +16,7 @@ struct ProviderEqualityTests {
         let key: ClientKey, otherKey: ClientKey
         let certificate: ClientCertificate, otherCertificate: ClientCertificate
         let account: ServiceAccountKey, otherAccount: ServiceAccountKey
+        let external: ExternalAccountFile, otherExternal: ExternalAccountFile
 
         init() throws {
             files = try KeyFiles()
@@ -28,7 +29,17 @@ struct ProviderEqualityTests {
             otherCertificate = try ClientCertificate(contentsOfFile: certificatePath)
             account = try ServiceAccountKey(contentsOfFile: accountPath)
             otherAccount = try ServiceAccountKey(contentsOfFile: accountPath)
+            let externalPath = try files.write("wif.json", Self.externalAccountJSON)
+            external = try ExternalAccountFile(contentsOfFile: externalPath, environment: [:])
+            otherExternal = try ExternalAccountFile(contentsOfFile: externalPath, environment: [:])
         }
+
+        /// A Google `external_account` file with a file source.
+        static let externalAccountJSON = """
+            {"type": "external_account", "audience": "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/providers/k8s",
+             "subject_token_type": "urn:ietf:params:oauth:token-type:jwt", "token_url": "https://sts.test/v1/token",
+             "credential_source": {"file": "/var/run/token"}}
+            """
 
         /// A provider with every setting given a value, so that each can be changed to another.
         var provider: Provider {
@@ -50,7 +61,10 @@ struct ProviderEqualityTests {
             provider.requestObject = false
             provider.grant = .jwtBearer
             provider.resources = [URL(string: "https://api.test")!]
-            provider.tokenExchange = Provider.TokenExchange(subjectTokenFile: "/var/run/token")
+            provider.tokenExchange = Provider.TokenExchange(audience: ["billing"])
+            provider.subjectTokenSource = .file("/var/run/token")
+            provider.externalAccount = external
+            provider.clientAssertionFile = "/var/run/assertion"
             return provider
         }
 
@@ -96,7 +110,10 @@ struct ProviderEqualityTests {
                 "cibaLoginHint": { $0.cibaLoginHint = #"{"username":"alice"}"# },
                 "grantSettings.grant": { $0.grant = .tokenExchange },
                 "grantSettings.resources": { $0.resources = [URL(string: "https://other.test")!] },
-                "grantSettings.tokenExchange": { $0.tokenExchange = Provider.TokenExchange(subjectTokenFile: "/var/run/other") },
+                "grantSettings.tokenExchange": { $0.tokenExchange = Provider.TokenExchange(audience: ["other"]) },
+                "grantSettings.subjectTokenSource": { $0.subjectTokenSource = .file("/var/run/other") },
+                "grantSettings.externalAccount": { [otherExternal] in $0.externalAccount = otherExternal },
+                "clientAssertionFile": { $0.clientAssertionFile = "/var/run/other" },
             ]
         }
     }
@@ -162,10 +179,13 @@ struct ProviderEqualityTests {
     // MARK: Every catalog key
 
     /// What a catalog key is set to, and what the entry needs beside it to load (`context`, which
-    /// both entries compared have).
+    /// both entries compared have). A key that cannot be left out of a loadable entry is compared
+    /// with itself set to `baseValue`; `without` names the usual members it refuses beside it.
     struct Sample {
         var value: String
         var context: String = ""
+        var baseValue: String? = nil
+        var without: [String] = []
     }
 
     /// One value per key of ``ProviderCatalog/settings`` (files are in the test's directory).
@@ -201,6 +221,9 @@ struct ProviderEqualityTests {
         "requestObject": Sample(value: "true", context: #""clientKeyFile": "key.pem", "issuer": "https://auth.example.com", "authorizationURL": "https://auth.example.com/authorize""#),
         "grant": Sample(value: #""client-credentials""#, context: #""clientSecret": "s3cret""#),
         "subjectTokenFile": Sample(value: #""subject-token""#),
+        "subjectTokenSource": Sample(value: #"{"file": "subject-token"}"#),
+        "externalAccountFile": Sample(value: #""wif-other.json""#, baseValue: #""wif.json""#, without: ["tokenURL", "clientID"]),
+        "clientAssertionFile": Sample(value: #""assertion.jwt""#),
         "subjectTokenType": Sample(value: #""urn:ietf:params:oauth:token-type:access_token""#, context: #""subjectTokenFile": "subject-token""#),
         "audience": Sample(value: #""billing""#, context: #""subjectTokenFile": "subject-token""#),
         "requestedTokenType": Sample(value: #""urn:ietf:params:oauth:token-type:access_token""#, context: #""subjectTokenFile": "subject-token""#),
@@ -223,8 +246,9 @@ struct ProviderEqualityTests {
     ]
 
     /// Loads one strict entry: `id`, `tokenURL` and `clientID`, then `members` (which may replace them).
-    static func load(_ members: String, files: KeyFiles) throws -> Provider {
+    static func load(_ members: String, without: [String] = [], files: KeyFiles) throws -> Provider {
         var fields: [(String, String)] = [("id", #""demo""#), ("tokenURL", #""https://auth.example.com/token""#), ("clientID", #""app""#)]
+        fields.removeAll { without.contains($0.0) }
         let extra = "{" + members + "}"
         let given = try #require(try JSONSerialization.jsonObject(with: Data(extra.utf8)) as? [String: Any])
         fields.removeAll { given[$0.0] != nil }
@@ -233,7 +257,7 @@ struct ProviderEqualityTests {
                                         strict: true)[0]
     }
 
-    /// `provider` holding `reference`'s key, certificate and service account where both hold one:
+    /// `provider` holding `reference`'s key, certificate, service account and external account where both hold one:
     /// two loads of one file are two objects, which compare unequal by identity, and the context
     /// loads them in both entries.
     static func sharingObjects(_ provider: Provider, with reference: Provider) -> Provider {
@@ -241,6 +265,7 @@ struct ProviderEqualityTests {
         if provider.clientKey != nil, reference.clientKey != nil { provider.clientKey = reference.clientKey }
         if provider.clientCertificate != nil, reference.clientCertificate != nil { provider.clientCertificate = reference.clientCertificate }
         if provider.serviceAccount != nil, reference.serviceAccount != nil { provider.serviceAccount = reference.serviceAccount }
+        if provider.externalAccount != nil, reference.externalAccount != nil { provider.externalAccount = reference.externalAccount }
         return provider
     }
 
@@ -252,17 +277,24 @@ struct ProviderEqualityTests {
         _ = try ServiceAccountKeyTests.accountFile(files)
         _ = try files.write("secret.txt", "s3cret\n")
         _ = try files.write("subject-token", "subject-token-value")
+        _ = try files.write("assertion.jwt", "a.b.c")
+        _ = try files.write("wif.json", Objects.externalAccountJSON)
+        _ = try files.write("wif-other.json", Objects.externalAccountJSON.replacingOccurrences(of: "providers/k8s", with: "providers/ci"))
         var tried = 0
         for setting in ProviderCatalog.settings {
             guard let sample = Self.samples[setting.key] else {
                 Issue.record("\(setting.key) is a row of ProviderCatalog.settings without a sample here: add one to ProviderEqualityTests.samples")
                 continue
             }
-            let base = try Self.load(sample.context, files: files)
-            #expect(Self.sharingObjects(try Self.load(sample.context, files: files), with: base) == base,
+            func joined(_ value: String?) -> String {
+                guard let value else { return sample.context }
+                let member = "\"\(setting.key)\": \(value)"
+                return sample.context.isEmpty ? member : sample.context + ", " + member
+            }
+            let base = try Self.load(joined(sample.baseValue), without: sample.without, files: files)
+            #expect(Self.sharingObjects(try Self.load(joined(sample.baseValue), without: sample.without, files: files), with: base) == base,
                     "\(setting.key): the context alone, loaded twice, should compare equal")
-            let member = "\"\(setting.key)\": \(sample.value)"
-            let changed = Self.sharingObjects(try Self.load(sample.context.isEmpty ? member : sample.context + ", " + member, files: files), with: base)
+            let changed = Self.sharingObjects(try Self.load(joined(sample.value), without: sample.without, files: files), with: base)
             if setting.reader == .library {
                 #expect(changed != base, "\(setting.key) = \(sample.value) loads a provider equal to one without it")
             } else {
