@@ -23,11 +23,12 @@ func documentationExamples(callbackURL: URL, catalogURL: URL) async throws {
     _ = authorization2
     let token = try await flow.accessToken(for: "billing-api")
     _ = token
-    // README.md, "Paste-back": the line a person pasted into the app's own UI.
-    let pastedText = callbackURL.absoluteString
-    let login = try await flow.authorizationRequest(provider: "corp")
-    let authorization3 = try await flow.completeAuthorization(pasted: pastedText, request: login)
-    _ = authorization3
+    do {   // README.md, "Paste-back": the line a person pasted into the app's own UI.
+        let pastedText = callbackURL.absoluteString
+        let login = try await flow.authorizationRequest(provider: "corp")
+        let authorization = try await flow.completeAuthorization(pasted: pastedText, request: login)
+        _ = authorization
+    }
     Task {
         for await state in flow.states {
             print(state)
