@@ -50,6 +50,8 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
     /// `require_pushed_authorization_requests` (RFC 9126 §5); false when absent. When true, the
     /// flow pushes every authorization request.
     public var requirePushedAuthorizationRequests: Bool
+    /// `registration_endpoint` (RFC 7591 §3, RFC 8414 §2): where clients register dynamically.
+    public var registrationEndpoint: URL?
     /// Every member of the document as sent, including those without a typed property.
     public var document: [String: JSONValue]
 
@@ -72,6 +74,7 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         jwksURI = try endpoint("jwks_uri")
         pushedAuthorizationRequestEndpoint = try endpoint("pushed_authorization_request_endpoint")
         requirePushedAuthorizationRequests = try json.bool("require_pushed_authorization_requests") ?? false
+        registrationEndpoint = try endpoint("registration_endpoint")
         scopesSupported = try json.strings("scopes_supported")
         responseTypesSupported = try json.strings("response_types_supported")
         grantTypesSupported = try json.strings("grant_types_supported")
@@ -93,7 +96,8 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         case .userinfo: userinfoEndpoint
         case .endSession: endSessionEndpoint
         case .pushedAuthorization: pushedAuthorizationRequestEndpoint
-        case .discovery: nil
+        case .registration: registrationEndpoint
+        case .discovery, .resource: nil
         }
     }
 
@@ -109,6 +113,8 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         case .endSession: "end_session_endpoint"
         case .pushedAuthorization: "pushed_authorization_request_endpoint"
         case .discovery: "jwks_uri"
+        case .registration: "registration_endpoint"
+        case .resource: "authorization_servers"
         }
     }
 
@@ -119,6 +125,7 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         switch endpoint {
         case .token, .revocation, .introspection, .deviceAuthorization, .userinfo, .pushedAuthorization: break
         case .authorization, .endSession, .discovery: return nil   // reached by the browser, or fetched without the certificate
+        case .registration, .resource: return nil   // registration is sent without client authentication (RFC 7591 §3)
         }
         guard let text = aliases[Self.memberName(of: endpoint)]?.stringValue, let url = URL(string: text, encodingInvalidCharacters: false),
               url.scheme?.lowercased() == "https", Provider.endpointProblem(url) == nil else { return nil }

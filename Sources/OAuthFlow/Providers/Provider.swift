@@ -156,6 +156,10 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         /// (RFC 9101; catalog `requestObject`).
         public var requestObject: Bool = false
 
+        /// Dynamic client registration (RFC 7591; catalog `registration`): nil for a client registered
+        /// by hand (Providers/Provider+Registration.swift).
+        public var dynamicRegistration: DynamicRegistration? = nil
+
         /// The grant, resource indicators and token-exchange settings (Providers/Provider+Grants.swift).
         var grantSettings = GrantSettings()
     }
@@ -266,6 +270,15 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
             && lhs.pushedAuthorization == rhs.pushedAuthorization && lhs.pushedAuthorizationURL == rhs.pushedAuthorizationURL
             && lhs.requestObject == rhs.requestObject
             && lhs.grantSettings == rhs.grantSettings
+            && Self.sameRegistration(lhs.dynamicRegistration, rhs.dynamicRegistration)
+    }
+
+    private static func sameRegistration(_ lhs: DynamicRegistration?, _ rhs: DynamicRegistration?) -> Bool {
+        switch (lhs, rhs) {
+        case (nil, nil): return true
+        case (let a?, let b?): return a.isEqual(to: b)
+        default: return false
+        }
     }
 
     /// Hashes the id and client id.
