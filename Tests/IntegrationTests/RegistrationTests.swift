@@ -35,6 +35,22 @@ enum RegistrationIntegration {
         return provider
     }
 
+    /// Our resource started in front of a server, the resource's metadata read from its URL, and
+    /// the provider that metadata makes (what `authflow login URL` does first).
+    struct Scene {
+        let resource: ResourceServer
+        let metadata: ProtectedResourceMetadata
+        let provider: Provider
+    }
+
+    static func scene(
+        _ kind: ResourceServer.Kind, issuer: String, caFile: String? = nil, rig: Rig, authentication: Provider.ClientAuthentication? = nil
+    ) async throws -> Scene {
+        let resource = try await ResourceServer(kind: kind, issuer: issuer, caFile: caFile)
+        let metadata = try await rig.flow().resourceMetadata(for: resource.url)
+        return Scene(resource: resource, metadata: metadata, provider: try provider(metadata, issuer: issuer, authentication: authentication))
+    }
+
     /// Logs in with the browser: the authorization request, `approve` (the person), the callback.
     static func login(_ flow: AuthFlow, request: AuthorizationRequest, approve: (URL) async throws -> URL) async throws {
         let callback = try await approve(request.url)
@@ -53,6 +69,18 @@ extension RegistrationIntegration {
     struct Glewlwyd {
         func rig(_ server: GlewlwydServer) -> Rig {
             Rig(transport: CurlTransport(timeout: 30, proxy: .none, caFile: URL(fileURLWithPath: server.pki("ca.crt"))))
+        }
+
+        func scene(_ server: GlewlwydServer, _ rig: Rig, _ authentication: Provider.ClientAuthentication? = nil) async throws -> Scene {
+            try await RegistrationIntegration.scene(.glewlwyd, issuer: server.issuer, caFile: server.pki("ca.crt"), rig: rig,
+                                                    authentication: authentication)
+        }
+
+        /// A browser login at glewlwyd with the provider's registered client.
+        func login(_ flow: AuthFlow, _ server: GlewlwydServer) async throws {
+            try await RegistrationIntegration.login(flow, request: try await flow.authorizationRequest(provider: "mcp")) { url in
+                try await RegistrationGlewlwyd.approve(server, url)
+            }
         }
 
         @Test("end to end: resource metadata → glewlwyd's metadata → private_key_jwt registration → login → resource 200 → step-up → login with api → 200 → unregistered")
@@ -83,9 +111,7 @@ extension RegistrationIntegration {
             // 5: a login with the registered client (the flow applies the stored registration).
             let flow = try await rig.flow([provider])
             #expect(try flow.provider("mcp").clientID == registration.clientID)
-            try await RegistrationIntegration.login(flow, request: try await flow.authorizationRequest(provider: "mcp")) { url in
-                try await RegistrationGlewlwyd.approve(server, url)
-            }
+            try await login(flow, server)
             #expect(await flow.authorization(for: "mcp")?.scopes == ["openid"])
 
             // A token the resource accepts.
@@ -127,18 +153,14 @@ extension RegistrationIntegration {
         @Test("client_secret_basic asked for: glewlwyd issues a new secret at every update (RFC 7592 §2.2); the stored one follows, the old one stops working")
         func secretRotatesOnUpdate() async throws {
             let server = try RegistrationGlewlwyd.require()
-            let resource = try await ResourceServer(kind: .glewlwyd, issuer: server.issuer, caFile: server.pki("ca.crt"))
-            defer { resource.stop() }
             let rig = rig(server)
-            let discovery = try await rig.flow()
-            let metadata = try await discovery.resourceMetadata(for: resource.url)
-            let provider = try RegistrationIntegration.provider(metadata, issuer: server.issuer, authentication: .clientSecretBasic)
+            let scene = try await scene(server, rig, .clientSecretBasic)
+            defer { scene.resource.stop() }
+            let provider = scene.provider
             let first = try await rig.flow([provider]).registerClient(provider: "mcp")
             #expect(first.tokenEndpointAuthMethod == .clientSecretBasic)
             let flow = try await rig.flow([provider])
-            try await RegistrationIntegration.login(flow, request: try await flow.authorizationRequest(provider: "mcp")) { url in
-                try await RegistrationGlewlwyd.approve(server, url)
-            }
+            try await login(flow, server)
             let oldProvider = try flow.provider("mcp")
 
             let updated = try await flow.updateRegistration(provider: "mcp")
@@ -160,20 +182,16 @@ extension RegistrationIntegration {
         @Test("none with client_confidential false is a real public client at glewlwyd: a login without any secret")
         func publicClient() async throws {
             let server = try RegistrationGlewlwyd.require()
-            let resource = try await ResourceServer(kind: .glewlwyd, issuer: server.issuer, caFile: server.pki("ca.crt"))
-            defer { resource.stop() }
             let rig = rig(server)
-            let metadata = try await rig.flow().resourceMetadata(for: resource.url)
-            let provider = try RegistrationIntegration.provider(metadata, issuer: server.issuer, authentication: Provider.ClientAuthentication.none)
-            let registration = try await rig.flow([provider]).registerClient(provider: "mcp")
+            let scene = try await scene(server, rig, Provider.ClientAuthentication.none)
+            defer { scene.resource.stop() }
+            let registration = try await rig.flow([scene.provider]).registerClient(provider: "mcp")
             #expect(registration.tokenEndpointAuthMethod == .none)
             #expect(registration.clientSecret == nil)
-            let flow = try await rig.flow([provider])
-            try await RegistrationIntegration.login(flow, request: try await flow.authorizationRequest(provider: "mcp")) { url in
-                try await RegistrationGlewlwyd.approve(server, url)
-            }
+            let flow = try await rig.flow([scene.provider])
+            try await login(flow, server)
             let ok = try await AuthorizingTransport(base: rig.transport, source: flow.tokenSource(for: "mcp"))
-                .send(HTTPRequest(method: "GET", url: resource.url))
+                .send(HTTPRequest(method: "GET", url: scene.resource.url))
             #expect(ok.status == 200)
             #expect(try await flow.deleteRegistration(provider: "mcp"))
         }
@@ -181,11 +199,10 @@ extension RegistrationIntegration {
         @Test("glewlwyd compares a loopback redirect URI exactly, port included (RFC 8252 §7.3 says any port): the registered port is the one to listen on")
         func loopbackPortIsExact() async throws {
             let server = try RegistrationGlewlwyd.require()
-            let resource = try await ResourceServer(kind: .glewlwyd, issuer: server.issuer, caFile: server.pki("ca.crt"))
-            defer { resource.stop() }
             let rig = rig(server)
-            let metadata = try await rig.flow().resourceMetadata(for: resource.url)
-            let provider = try RegistrationIntegration.provider(metadata, issuer: server.issuer, authentication: .clientSecretBasic)
+            let scene = try await scene(server, rig, .clientSecretBasic)
+            defer { scene.resource.stop() }
+            let provider = scene.provider
             let registration = try await rig.flow([provider]).registerClient(provider: "mcp")
             var moved = registration.applied(to: provider)
             moved.dynamicRegistration = nil
@@ -282,10 +299,9 @@ extension RegistrationIntegration {
         @Test("an expired client secret is registered again at the next check, not reported as a failed login; the old client is deleted")
         func expiredSecret() async throws {
             let server = try RegistrationServer.require()
-            let resource = try await ResourceServer(kind: .authlib, issuer: server.issuer)
-            defer { resource.stop() }
-            let metadata = try await rig.flow().resourceMetadata(for: resource.url)
-            let provider = try RegistrationIntegration.provider(metadata, issuer: server.issuer, authentication: .clientSecretBasic)
+            let scene = try await RegistrationIntegration.scene(.authlib, issuer: server.issuer, rig: rig, authentication: .clientSecretBasic)
+            defer { scene.resource.stop() }
+            let provider = scene.provider
             let flow = try await rig.flow([provider])
             let first = try await flow.currentRegistration(provider: "mcp")
             #expect(first.tokenEndpointAuthMethod == .clientSecretBasic)
@@ -385,10 +401,9 @@ extension RegistrationIntegration {
         @Test("update (RFC 7592 §2.2): Authlib merges and keeps the secret; a read shows the new name")
         func update() async throws {
             let server = try RegistrationServer.require()
-            let resource = try await ResourceServer(kind: .authlib, issuer: server.issuer)
-            defer { resource.stop() }
-            let metadata = try await rig.flow().resourceMetadata(for: resource.url)
-            let provider = try RegistrationIntegration.provider(metadata, issuer: server.issuer, authentication: .clientSecretBasic)
+            let scene = try await RegistrationIntegration.scene(.authlib, issuer: server.issuer, rig: rig, authentication: .clientSecretBasic)
+            defer { scene.resource.stop() }
+            let provider = scene.provider
             let flow = try await rig.flow([provider])
             let first = try await flow.registerClient(provider: "mcp")
             var changed = try first.metadata()
