@@ -11,7 +11,8 @@
 #                     authflow, also its man page (PREFIX/share/man/man1/authflow.1) and bash, zsh
 #                     and fish completions (PREFIX/share/...), made by `authflow man|completion`.
 #
-# - `--static-swift-stdlib`: the Swift runtime, FoundationEssentials and Dispatch linked in;
+# - `--static-swift-stdlib`: the Swift runtime, FoundationEssentials and Dispatch linked in (and so
+#   `--disable-local-rpath`: no $ORIGIN run path);
 # - libstdc++ linked statically when its archive is installed (g++ / libstdc++-12-dev): a linker
 #   script named libstdc++.so that points at libstdc++.a is put first on the library path;
 # - the toolchain's lld with packed relative relocations (DT_RELR) when glibc is 2.36 or later
@@ -61,7 +62,10 @@ if [[ -n "$INSTALL" ]]; then
   fi
 fi
 
-FLAGS=(-c release --static-swift-stdlib --scratch-path "$SCRATCH")
+# --disable-local-rpath: no $ORIGIN run path. With the Swift runtime linked in, the executable loads
+# no library of its own, so dlopen("libcurl.so.4") and the others search the system's directories
+# only, never the directory the executable is in (and lintian has no run path to object to).
+FLAGS=(-c release --static-swift-stdlib --disable-local-rpath --scratch-path "$SCRATCH")
 
 archive="$(c++ -print-file-name=libstdc++.a 2>/dev/null || true)"
 if [[ "$archive" == /* && -f "$archive" ]]; then

@@ -238,7 +238,9 @@ package final class AgentService: Sendable {
         case .authorized(let set):
             sinks.write(set) { log(host.explain($0)) }
         case .failed(let id, let error):
-            log("\(id): token request failed, trying again later: \(host.explain(error))")
+            // A refused key or credential is named: logging in cannot fix it, the configuration must.
+            let advice = error.recovery == .fixConfiguration ? flow.providers[id].flatMap { host.advice(error, $0) } : nil
+            log("\(id): token request failed, trying again later: \(host.explain(error))" + (advice.map { " " + $0 } ?? ""))
         case .needsAuthorization(let id, let error):
             log("\(id): a person is needed: \(host.explain(error))")
             if let current = runtime.withLock({ $0 }), current.flow === flow {

@@ -26,12 +26,17 @@ package struct AgentHost: Sendable {
     package var explain: @Sendable (OAuthError) -> String
     /// Writes one line (with its newline) to standard error.
     package var standardError: @Sendable (String) -> Void
+    /// The program's advice for a library error of a provider, logged beside a failure the
+    /// configuration or a credential must fix (`authflow agent`: its error-advice table, which
+    /// names a refused key or credential file); nil for none.
+    package var advice: @Sendable (OAuthError, Provider) -> String?
 
     /// Creates a host description.
     package init(environment: [String: String], store: any SecretStore, transport: any HTTPTransport, clock: any Clock<Duration>,
                  now: @escaping @Sendable () -> Date, catalog: @escaping @Sendable () throws(AgentError) -> AgentCatalog,
                  flowOptions: @escaping @Sendable ([Provider], @escaping @Sendable (LogRecord) -> Void) -> AuthFlow.Options,
-                 explain: @escaping @Sendable (OAuthError) -> String, standardError: @escaping @Sendable (String) -> Void) {
+                 explain: @escaping @Sendable (OAuthError) -> String, standardError: @escaping @Sendable (String) -> Void,
+                 advice: @escaping @Sendable (OAuthError, Provider) -> String? = { _, _ in nil }) {
         self.environment = environment
         self.store = store
         self.transport = transport
@@ -41,6 +46,7 @@ package struct AgentHost: Sendable {
         self.flowOptions = flowOptions
         self.explain = explain
         self.standardError = standardError
+        self.advice = advice
     }
 }
 

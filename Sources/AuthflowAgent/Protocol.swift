@@ -3,7 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import OAuthFlow
+package import OAuthFlow
 
 /// The agent's socket protocol, version 1: one JSON object on one line from the client, one JSON
 /// object on one line back, then the agent closes the connection (Documentation/Agent.md).
@@ -92,18 +92,22 @@ package enum AgentProtocol {
         /// The failure of a library call; `message` explains it (``AgentHost/explain``).
         init(_ error: OAuthError, message: String) {
             self.code = error.response?.code.rawValue ?? snakeCase(error.code.description)
-            switch error.recovery {
-            case .retryLater: recovery = "retry_later"
-            case .reauthorize: recovery = "reauthorize"
-            case .fixConfiguration: recovery = "fix_configuration"
-            case .none: recovery = "none"
-            }
+            self.recovery = AgentProtocol.name(of: error.recovery)
             self.message = message
         }
 
         var line: String {
             AgentProtocol.line([("v", .number("\(version)")), ("error", .string(code)), ("recovery", .string(recovery)), ("message", .string(message))])
         }
+    }
+
+    /// A recovery as a failure answer names it: ``OAuthError/Recovery``'s name in snake case
+    /// (`retry_later`, `reauthorize`, `fix_configuration`, `none`).
+    package static func name(of recovery: OAuthError.Recovery) -> String { snakeCase(recovery.rawValue) }
+
+    /// The recovery a failure answer names; nil for one of the protocol's own (`fix_request`).
+    package static func recovery(named name: String) -> OAuthError.Recovery? {
+        OAuthError.Recovery.allCases.first { self.name(of: $0) == name }
     }
 
     /// A failure line.

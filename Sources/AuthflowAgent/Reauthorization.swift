@@ -9,7 +9,8 @@ import OAuthFlow
 import Synchronization
 
 /// Asks a person again when only a person can make a provider usable (a refused refresh token,
-/// no login): one RFC 8628 device authorization per provider at a time, coordinated with the
+/// no login): one login per provider at a time — an OpenID Connect CIBA request to the person the
+/// catalog's `cibaLoginHint` names, else an RFC 8628 device authorization — coordinated with the
 /// other agents on the same store, announced through `--notify-command` (Documentation/Agent.md,
 /// "Re-authorization").
 final class Reauthorizer: Sendable {
@@ -24,10 +25,17 @@ final class Reauthorizer: Sendable {
         self.log = log
     }
 
-    /// Starts a device authorization for `id` (once at a time), when the provider has a device endpoint.
+    /// Starts a login for `id` (once at a time), when the provider has a person's grant and someone
+    /// to ask: through CIBA (`cibaLoginHint`) or a device endpoint. A provider with a grant no
+    /// person logs in to (a service account, a token file, client credentials) is fetched again when
+    /// a token is due instead.
     func start(_ id: String, flow: AuthFlow, scheduler: RefreshScheduler) {
-        guard flow.providers[id]?.deviceAuthorizationURL != nil else {
-            log("\(id): it has no device endpoint, so the agent cannot ask a person; run: authflow login \(id)")
+        if let grant = flow.providers[id]?.serviceGrant {
+            log("\(id): no person logs in to its \(grant.catalogName) grant; it is fetched again when a token is due")
+            return
+        }
+        guard let provider = flow.providers[id], provider.cibaLoginHint != nil || provider.deviceAuthorizationURL != nil else {
+            log("\(id): it has no device endpoint and no cibaLoginHint, so the agent cannot ask a person; run: authflow login \(id)")
             return
         }
         tasks.withLock { tasks in
@@ -48,7 +56,7 @@ final class Reauthorizer: Sendable {
         for task in running { task.cancel() }
     }
 
-    /// Asks a person through a device authorization until one is approved (or the agent stops).
+    /// Asks a person (through CIBA, else a device authorization) until a login is approved (or the agent stops).
     ///
     /// Agents sharing a store (a fleet) ask once: under the store's lock on the provider, an agent
     /// takes the login (a marker entry `ID.agent-login` naming it, until the code expires) unless
@@ -72,13 +80,13 @@ final class Reauthorizer: Sendable {
                 }
             case .claimed:
                 waitingFor = nil
+                let throughBackchannel = flow.providers[id]?.cibaLoginHint != nil
                 do throws(OAuthError) {
-                    let code = try await flow.requestDeviceCode(provider: id)
-                    await markLogin(id, until: code.expiresAt)
-                    log("\(id): a person must approve a login: open \(code.verificationURI.absoluteString) and enter the code "
-                        + "\(code.userCode) (expires \(Self.iso8601(code.expiresAt)))")
-                    notify(code)
-                    _ = try await flow.pollDeviceAuthorization(code)
+                    if throughBackchannel {
+                        try await askThroughBackchannel(id, flow: flow)
+                    } else {
+                        try await askThroughDevice(id, flow: flow)
+                    }
                     await releaseLogin(id)
                     log("\(id): the login was approved")
                     return
@@ -87,13 +95,51 @@ final class Reauthorizer: Sendable {
                     if error.code == .cancelled || Task.isCancelled { return }
                     failures += 1
                     let delay = min(60 << min(failures - 1, 4), 900)
-                    log("\(id): the device login failed (\(host.explain(error))); asking again in \(delay) s")
+                    log("\(id): the \(throughBackchannel ? "CIBA" : "device") login failed (\(host.explain(error))); asking again in \(delay) s")
                     do { try await host.clock.sleep(for: .seconds(delay)) } catch { return }
                     continue
                 }
             }
             do { try await host.clock.sleep(for: .seconds(15)) } catch { return }
         }
+    }
+
+    /// One device login: the code shown in the log and told to the notify command, then the poll.
+    private func askThroughDevice(_ id: String, flow: AuthFlow) async throws(OAuthError) {
+        let code = try await flow.requestDeviceCode(provider: id)
+        await markLogin(id, until: code.expiresAt)
+        log("\(id): a person must approve a login: open \(code.verificationURI.absoluteString) and enter the code "
+            + "\(code.userCode) (expires \(Self.iso8601(code.expiresAt)))")
+        notify(id, [
+            "AUTHFLOW_VERIFICATION_URI": code.verificationURI.absoluteString,
+            "AUTHFLOW_VERIFICATION_URI_COMPLETE": code.verificationURIComplete?.absoluteString ?? "",
+            "AUTHFLOW_USER_CODE": code.userCode,
+            "AUTHFLOW_EXPIRES_AT": Self.iso8601(code.expiresAt), "AUTHFLOW_EXPIRES_IN": String(code.expiresIn),
+        ])
+        _ = try await flow.pollDeviceAuthorization(code)
+    }
+
+    /// One CIBA login (OpenID Connect CIBA Core 1.0): the provider asks the person `cibaLoginHint`
+    /// names on their own device; the binding message the request shows is logged and told to the
+    /// notify command, so the person can check the request is this agent's; then the poll.
+    private func askThroughBackchannel(_ id: String, flow: AuthFlow) async throws(OAuthError) {
+        let message = Self.bindingMessage(id)
+        let authentication = try await flow.requestBackchannelAuthentication(provider: id, BackchannelAuthenticationRequest(bindingMessage: message))
+        await markLogin(id, until: authentication.expiresAt)
+        log("\(id): a person must approve a login on their own device; the request shows \"\(message)\" "
+            + "(expires \(Self.iso8601(authentication.expiresAt)))")
+        notify(id, [
+            "AUTHFLOW_BINDING_MESSAGE": message,
+            "AUTHFLOW_EXPIRES_AT": Self.iso8601(authentication.expiresAt), "AUTHFLOW_EXPIRES_IN": String(authentication.expiresIn),
+        ])
+        _ = try await flow.pollBackchannelAuthentication(authentication)
+    }
+
+    /// `authflow agent: ID (1234)`: names the provider, with four random digits that tell this
+    /// request from an earlier one; within the binding message's 128 characters and printable
+    /// (a provider id is letters, digits, `.`, `_` and `-`).
+    static func bindingMessage(_ id: String) -> String {
+        "authflow agent: \(id.prefix(96)) (\(String(Int.random(in: 1000...9999))))"
     }
 
     // MARK: One login for a fleet
@@ -165,16 +211,13 @@ final class Reauthorizer: Sendable {
     static func iso8601(_ date: Date) -> String { date.formatted(Date.ISO8601FormatStyle()) }
 
     /// Runs `--notify-command` through `/bin/sh -c` with the login's details in its environment
-    /// (never a token or the device code); its output goes to the agent's standard error.
-    private func notify(_ code: DeviceCode) {
+    /// (`AUTHFLOW_PROVIDER` and `details`; never a token, the device code or the `auth_req_id`);
+    /// its output goes to the agent's standard error.
+    private func notify(_ id: String, _ details: [String: String]) {
         guard let command = notifyCommand else { return }
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("AUTHFLOW_") || $0.key == "AUTHFLOW_AGENT" }
-        environment["AUTHFLOW_PROVIDER"] = code.providerID
-        environment["AUTHFLOW_VERIFICATION_URI"] = code.verificationURI.absoluteString
-        environment["AUTHFLOW_VERIFICATION_URI_COMPLETE"] = code.verificationURIComplete?.absoluteString ?? ""
-        environment["AUTHFLOW_USER_CODE"] = code.userCode
-        environment["AUTHFLOW_EXPIRES_AT"] = Self.iso8601(code.expiresAt)
-        environment["AUTHFLOW_EXPIRES_IN"] = String(code.expiresIn)
+        environment["AUTHFLOW_PROVIDER"] = id
+        environment.merge(details) { _, detail in detail }
         guard Self.spawn(["/bin/sh", "-c", command], environment: environment) else {
             log("cannot run the notify command")
             return

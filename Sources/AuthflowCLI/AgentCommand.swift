@@ -30,7 +30,8 @@ extension Context {
                 }
             },
             flowOptions: { providers, log in context.flowOptions(log: log, providers: providers) },
-            explain: Context.explain, standardError: { context.err.write($0) })
+            explain: Context.explain, standardError: { context.err.write($0) },
+            advice: { error, provider in ErrorAdvice.line(for: error, of: provider, catalog: try? context.configURL().path) })
         do throws(AgentError) {
             try await AgentService(host: host, options: options).run()
         } catch {
@@ -65,17 +66,56 @@ extension AgentError {
 extension Authflow {
     /// Answers `authflow token PROVIDER [--json]` from a running `authflow agent`.
     ///
+    /// The agent is the one ``agentToken(_:invocation:environment:)`` asks. Blocks for at most 30 s
+    /// on the socket.
+    /// - Returns: nil, having printed nothing, when no agent answers (no socket, nobody listening,
+    ///   an answer that is not the protocol's): the store answers then. Otherwise the status after
+    ///   printing the token, or the agent's error on stderr with the status ``ErrorAdvice`` gives
+    ///   the recovery the agent answers (77 refused or a login is needed, 75 try later, 65
+    ///   configuration or a refused credential), 64 for an unknown provider.
+    public static func tokenFromAgent(_ invocation: Invocation, output: Output, environment: [String: String]) -> ExitCode? {
+        guard case .token(let id, let json) = invocation.command else { return nil }
+        switch agentToken(id, invocation: invocation, environment: environment) {
+        case nil:
+            return nil
+        case .refused(let status, let message)?:
+            let style = Style(terminal: output.stderrIsTerminal, environment: environment)
+            output.stderr.write("\(style.red("authflow: error:")) \(message)\n")
+            return status
+        case .token(let token)?:
+            if json {
+                output.stdout.write(JSONValue.line([
+                    ("access_token", .string(token.token.reveal())), ("token_type", .string(token.tokenType)),
+                    ("expires_at", .date(token.expiresAt)), ("scopes", .strings(token.scopes)),
+                ]))
+            } else {
+                output.stdout.write(token.token.reveal() + "\n")
+            }
+            return .success
+        }
+    }
+
+    /// What a running agent answered for one provider's token.
+    enum AgentTokenAnswer {
+        /// The token, header-safe.
+        case token(HelperToken)
+        /// The agent refused or failed: the status to exit with, and the line to print after
+        /// `authflow: error:` (escaped; it names the socket and the agent's error code).
+        case refused(ExitCode, message: String)
+    }
+
+    /// Asks a running `authflow agent` for `id`'s token, as `authflow token` does first.
+    ///
     /// The agent is the socket `AUTHFLOW_AGENT` names, else the default socket
     /// (``AgentService/defaultSocketPath(environment:)``) when it exists and neither a `--config`, `--store` or
     /// store key option nor `AUTHFLOW_CONFIG`, `AUTHFLOW_STORE` or `AUTHFLOW_STORE_KEY_FILE` was
     /// given (those ask for a particular catalog or store). `AUTHFLOW_AGENT=off` turns it off.
-    /// Blocks for at most 30 s on the socket.
-    /// - Returns: nil, having printed nothing, when no agent answers (no socket, nobody listening,
-    ///   an answer that is not the protocol's): the store answers then. Otherwise the status after
-    ///   printing the token, or the agent's error on stderr: 77 refused or a login is needed, 75
-    ///   try later, 65 configuration, 64 unknown provider.
-    public static func tokenFromAgent(_ invocation: Invocation, output: Output, environment: [String: String]) -> ExitCode? {
-        guard case .token(let id, let json) = invocation.command else { return nil }
+    /// Blocks for at most 30 s on the socket: call it before the concurrency runtime starts.
+    /// - Returns: nil when no agent answers (no socket, nobody listening, an answer that is not the
+    ///   protocol's, a token a header cannot carry); the store answers then. Otherwise the token, or
+    ///   the refusal with its status: 77 refused or a login is needed, 75 try later, 65
+    ///   configuration, 64 unknown provider.
+    static func agentToken(_ id: String, invocation: Invocation, environment: [String: String]) -> AgentTokenAnswer? {
         let named = environment["AUTHFLOW_AGENT"] ?? ""
         if named == "off" || named == "0" { return nil }
         let path: String
@@ -92,27 +132,19 @@ extension Authflow {
         guard let answer = AgentClient.ask(path, request: JSONValue.line([("v", .int(AgentProtocol.version)), ("token", .string(id))])) else { return nil }
         if let token = answer["access_token"]?.stringValue {
             guard Context.isHeaderSafe(Secret(token)) else { return nil }
-            if json {
-                let expiry = answer["expires_at"]?.integerValue.map { Date(timeIntervalSince1970: Double($0)) }
-                output.stdout.write(JSONValue.line([
-                    ("access_token", .string(token)), ("token_type", .string(answer["token_type"]?.stringValue ?? "Bearer")),
-                    ("expires_at", .date(expiry)), ("scopes", .strings(answer["scopes"]?.arrayValue?.compactMap(\.stringValue) ?? [])),
-                ]))
-            } else {
-                output.stdout.write(token + "\n")
-            }
-            return .success
+            return .token(HelperToken(
+                token: Secret(token), tokenType: answer["token_type"]?.stringValue ?? "Bearer",
+                expiresAt: answer["expires_at"]?.integerValue.map { Date(timeIntervalSince1970: Double($0)) },
+                scopes: answer["scopes"]?.arrayValue?.compactMap(\.stringValue) ?? []))
         }
         guard let code = answer["error"]?.stringValue else { return nil }
-        let message = answer["message"]?.stringValue ?? code
-        let style = Style(terminal: output.stderrIsTerminal, environment: environment)
-        output.stderr.write("\(style.red("authflow: error:")) agent \(escaped(path)): \(escaped(message)) [\(escaped(code))]\n")
-        switch (code, answer["recovery"]?.stringValue) {
-        case ("unknown_provider", _): return .usage
-        case (_, "retry_later"): return .temporaryFailure
-        case (_, "fix_configuration"): return .dataError
-        default: return .denied
+        let message = "agent \(escaped(path)): \(escaped(answer["message"]?.stringValue ?? code)) [\(escaped(code))]"
+        if code == "unknown_provider" { return .refused(.usage, message: message) }
+        // The status of the CLI's own advice table for the recovery the agent answers.
+        guard let recovery = answer["recovery"]?.stringValue.flatMap(AgentProtocol.recovery(named:)) else {
+            return .refused(.denied, message: message)
         }
+        return .refused(ErrorAdvice.status(for: recovery), message: message)
     }
 }
 

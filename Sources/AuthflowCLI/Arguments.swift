@@ -34,7 +34,8 @@ public struct Invocation: Sendable, Equatable {
 public enum Command: Sendable, Equatable {
     /// `providers [--json]`.
     case providers(json: Bool)
-    /// `login PROVIDER [--device | --browser | --client-credentials] [--scope S]... [--json] [--timeout SECONDS]`.
+    /// `login PROVIDER [--device | --browser | --paste | --client-credentials | --ciba] [--scope S]... [--json]
+    /// [--timeout SECONDS] [--listen-port PORT] [CIBA options]`.
     case login(LoginOptions)
     /// `token PROVIDER [--json]`.
     case token(provider: String, json: Bool)
@@ -60,6 +61,12 @@ public enum Command: Sendable, Equatable {
     case gitCredential(provider: String, action: String)
     /// `kube-credential PROVIDER`: kubectl's exec credential plugin.
     case kubeCredential(provider: String)
+    /// `exec PROVIDER[=NAME]... [--env NAME] -- COMMAND [ARGUMENT]...`: COMMAND in place of
+    /// `authflow`, with tokens in its environment.
+    case exec(ExecOptions)
+    /// `docker-credential PROVIDER ACTION`, or `docker-credential-authflow ACTION` (provider nil:
+    /// chosen by the catalog's `registries`): Docker's credential helper.
+    case dockerCredential(provider: String?, action: String)
     /// `completion bash|zsh|fish`; nil: `completion --provider-ids`.
     case completion(shell: String?)
     /// `man`: the manual page in roff.
@@ -86,6 +93,8 @@ public enum Command: Sendable, Equatable {
         case .tokenHeader: return "token"
         case .gitCredential: return "git-credential"
         case .kubeCredential: return "kube-credential"
+        case .exec: return "exec"
+        case .dockerCredential: return "docker-credential"
         case .completion: return "completion"
         case .manPage: return "man"
         case .agent: return "agent"
@@ -103,8 +112,12 @@ public struct LoginOptions: Sendable, Equatable {
         case device
         /// `--browser`: authorization code + PKCE with a loopback redirect (RFC 8252).
         case browser
+        /// `--paste`: authorization code + PKCE, the URL the browser ended on pasted back (no listener).
+        case paste
         /// `--client-credentials`: RFC 6749 §4.4.
         case clientCredentials = "client-credentials"
+        /// `--ciba`: OpenID Connect CIBA; the provider asks the person on their own device.
+        case ciba
     }
 
     /// The provider id.
@@ -120,6 +133,11 @@ public struct LoginOptions: Sendable, Equatable {
     /// `--qr` (true) or `--no-qr` (false): whether a device login draws its link as a QR code;
     /// nil draws it when stderr is a terminal wide enough, colour is allowed and libqrencode loads.
     public var qr: Bool?
+    /// The CIBA options (`--login-hint`, `--binding-message`…); any of them implies `--ciba`.
+    public var ciba: CIBALoginOptions
+    /// `--listen-port`: the loopback port a browser login listens on (and sends in its redirect URI),
+    /// instead of the catalog redirect URI's port or an ephemeral one.
+    public var listenPort: Int?
 
     /// `--resource URL` (or a URL in place of PROVIDER): the protected resource to log in to (RFC 9728).
     public var resource: String?
@@ -138,8 +156,8 @@ public struct LoginOptions: Sendable, Equatable {
     /// Creates login options.
     public init(
         provider: String, method: Method? = nil, scopes: [String] = [], json: Bool = false, timeout: Int = LoginOptions.defaultTimeout,
-        qr: Bool? = nil, resource: String? = nil, issuer: String? = nil, initialAccessTokenFile: String? = nil, acrValues: String? = nil,
-        maxAge: Int? = nil
+        qr: Bool? = nil, ciba: CIBALoginOptions = CIBALoginOptions(), listenPort: Int? = nil, resource: String? = nil,
+        issuer: String? = nil, initialAccessTokenFile: String? = nil, acrValues: String? = nil, maxAge: Int? = nil
     ) {
         self.resource = resource
         self.issuer = issuer
@@ -147,6 +165,8 @@ public struct LoginOptions: Sendable, Equatable {
         self.acrValues = acrValues
         self.maxAge = maxAge
         self.qr = qr
+        self.ciba = ciba
+        self.listenPort = listenPort
         self.provider = provider
         self.method = method
         self.scopes = scopes
@@ -200,6 +220,8 @@ extension Authflow {
 
         var index = 0
         var optionsEnded = false
+        // How many positionals came before `--`: what follows it is `exec`'s command line.
+        var positionalsBeforeEnd: Int?
         while index < arguments.count {
             let argument = arguments[index]
             index += 1
@@ -209,6 +231,7 @@ extension Authflow {
             }
             if argument == "--" {
                 optionsEnded = true
+                positionalsBeforeEnd = positionals.count
                 continue
             }
             var name = argument
@@ -265,6 +288,16 @@ extension Authflow {
         for option in options where !(spec?.optionNames.contains(option.name) ?? false) {
             throw UsageError("unknown option '\(option.name)' for '\(commandName)'", command: commandName)
         }
+        // `exec`: the words after `--` are the command it runs, never read as options or counted.
+        var commandLine: [String] = []
+        if commandName == "exec" {
+            guard let end = positionalsBeforeEnd else {
+                throw UsageError("put -- before the command to run: authflow exec PROVIDER -- COMMAND [ARGUMENT]...", command: commandName)
+            }
+            commandLine = Array(positionals[end...])
+            positionals = Array(positionals[..<end])
+            guard !commandLine.isEmpty else { throw UsageError("missing COMMAND after --", command: commandName) }
+        }
         let range = spec?.positionals ?? 0...0
         if positionals.count < range.lowerBound {
             throw UsageError("missing \(spec?.positionalNames[positionals.count] ?? "argument")", command: commandName)
@@ -280,7 +313,16 @@ extension Authflow {
         case "login":
             let methods = LoginOptions.Method.allCases.filter { flag("--\($0.rawValue)") }
             guard methods.count <= 1 else {
-                throw UsageError("choose one of --device, --browser, --client-credentials", command: commandName)
+                throw UsageError("choose one of " + LoginOptions.Method.allCases.map { "--\($0.rawValue)" }.joined(separator: ", "),
+                                 command: commandName)
+            }
+            let ciba = try CIBALoginOptions.parse(options)
+            var method = methods.first
+            if !ciba.isEmpty {
+                guard method == nil || method == .ciba else {
+                    throw UsageError("--login-hint, --binding-message and the other CIBA options are for --ciba", command: commandName)
+                }
+                method = .ciba
             }
             var scopes: [String] = []
             for option in options where option.name == "--scope" {
@@ -301,9 +343,23 @@ extension Authflow {
                 timeout = seconds
             }
             guard !(flag("--qr") && flag("--no-qr")) else { throw UsageError("choose one of --qr, --no-qr", command: commandName) }
-            var login = LoginOptions(provider: positionals[0], method: methods.first, scopes: scopes,
+            // --listen-port is the browser login's: it asks for that grant, and no other.
+            var listenPort: Int?
+            if let text = options.last(where: { $0.name == "--listen-port" })?.value {
+                guard let port = Int(text), (1...65535).contains(port) else {
+                    throw UsageError("--listen-port needs a port from 1 to 65535, not '\(DisplayText.escape(text))'", command: commandName)
+                }
+                guard method == nil || method == .browser else {
+                    throw UsageError("--listen-port is for the browser login (the loopback port its redirect comes back to); "
+                        + "drop --\(method?.rawValue ?? "")", command: commandName)
+                }
+                method = .browser
+                listenPort = port
+            }
+            var login = LoginOptions(provider: positionals[0], method: method, scopes: scopes,
                                      json: flag("--json"), timeout: timeout,
-                                     qr: flag("--qr") ? true : flag("--no-qr") ? false : nil)
+                                     qr: flag("--qr") ? true : flag("--no-qr") ? false : nil, ciba: ciba,
+                                     listenPort: listenPort)
             try ResourceLogin.parse(options, into: &login)
             return invocation(.login(login))
         case "token":
@@ -323,6 +379,11 @@ extension Authflow {
             return invocation(.gitCredential(provider: positionals[0], action: positionals[1]))
         case "kube-credential":
             return invocation(.kubeCredential(provider: positionals[0]))
+        case "exec":
+            return invocation(.exec(try ExecOptions.parse(positionals, variable: options.last { $0.name == "--env" }?.value,
+                                                          command: commandLine)))
+        case "docker-credential":
+            return invocation(.dockerCredential(provider: positionals[0], action: positionals[1]))
         case "completion":
             if flag("--provider-ids") {
                 guard positionals.isEmpty else { throw UsageError("--provider-ids takes no SHELL", command: commandName) }

@@ -25,16 +25,23 @@ public enum Authflow {
         public var openURL: @Sendable (URL) -> Void
         /// How long a command waits for another process holding a store lock.
         public var lockTimeout: Duration
-        /// Standard input to its end, at most 64 KiB (what git sends `git-credential`); read only by that command.
+        /// Standard input to its end, at most 64 KiB (what git sends `git-credential`, what Docker
+        /// sends `docker-credential`); read only by those commands.
         public var standardInput: @Sendable () -> String
+        /// Replaces the process with a program (`exec`): `execve(2)`, which never returns when it
+        /// succeeds; it returns the error number when it fails. Tests record the image instead and
+        /// return 0, which `exec` then returns as its status.
+        public var replaceProcess: @Sendable (ProcessImage) -> Int32
 
-        /// The real world: network, wall clock, `xdg-open`.
+        /// The real world: network, wall clock, `xdg-open`, `execve`.
         public init(
             transport: (any HTTPTransport)? = nil, clock: any Clock<Duration> = ContinuousClock(),
             now: @escaping @Sendable () -> Date = { Date() }, openURL: @escaping @Sendable (URL) -> Void = Authflow.xdgOpen,
-            lockTimeout: Duration = .seconds(30), standardInput: @escaping @Sendable () -> String = Authflow.readStandardInput
+            lockTimeout: Duration = .seconds(30), standardInput: @escaping @Sendable () -> String = Authflow.readStandardInput,
+            replaceProcess: @escaping @Sendable (ProcessImage) -> Int32 = Authflow.replaceProcess(with:)
         ) {
             self.standardInput = standardInput
+            self.replaceProcess = replaceProcess
             self.transport = transport
             self.clock = clock
             self.now = now
@@ -44,27 +51,69 @@ public enum Authflow {
     }
 
     /// Runs `authflow` as a process from synchronous code (`Sources/authflow/main.swift`): parses
-    /// `CommandLine.arguments`, answers `authflow token` from the store when it can
-    /// (``tokenFromStore(_:output:environment:services:)``) without starting the concurrency
+    /// `CommandLine.arguments`, answers `authflow token` from the agent or the store when it can
+    /// (``answerBeforeRuntime(_:output:environment:services:)``) without starting the concurrency
     /// runtime, and otherwise runs the command in a task while the main thread serves the main
     /// queue (`dispatchMain()`), then exits with its status. `login` and `demo` turn SIGINT into
     /// task cancellation (a second Ctrl-C exits at once); other commands keep the default SIGINT
-    /// behaviour. Never returns.
+    /// behaviour. Run as `docker-credential-authflow` (a link to `authflow`), it is Docker's
+    /// credential helper. Never returns.
     public static func start() -> Never {
         let (invocation, output, environment) = prepare()
-        if let status = tokenFromAgent(invocation, output: output, environment: environment) { exit(status.rawValue) }
-        if let status = tokenFromStore(invocation, output: output, environment: environment, services: Services()) {
+        let services = processServices(invocation)
+        if let status = answerBeforeRuntime(invocation, output: output, environment: environment, services: services) {
             exit(status.rawValue)
         }
-        Task { await run(invocation, output: output, environment: environment) }
+        Task { await run(invocation, output: output, environment: environment, services: services) }
         dispatchMain()
     }
 
-    /// The parsed command line, the standard streams and the environment; a usage error exits 64 here.
+    /// The real world's services, with what `exec` and `docker-credential` need of this process:
+    /// the state it started with, captured before anything changes it (restored before `execve`),
+    /// and stdin read once (both paths of `docker-credential get` read the server URL).
+    private static func processServices(_ invocation: Invocation) -> Services {
+        var services = Services()
+        switch invocation.command {
+        case .exec:
+            let inherited = InheritedProcessState.capture()
+            services.replaceProcess = { $0.replace(restoring: inherited) }
+        case .dockerCredential(_, let action) where ["get", "store", "erase"].contains(action):
+            let input = readStandardInput()
+            services.standardInput = { input }
+        default:
+            break
+        }
+        return services
+    }
+
+    /// The commands answered before the concurrency runtime starts when they can be: `token` from
+    /// the agent or the store (``tokenFromAgent(_:output:environment:)``,
+    /// ``tokenFromStore(_:output:environment:services:)``), and `exec` and `docker-credential get`
+    /// when their tokens come the same way.
+    /// - Returns: nil, with nothing printed, when the command must run in full.
+    static func answerBeforeRuntime(_ invocation: Invocation, output: Output, environment: [String: String], services: Services) -> ExitCode? {
+        switch invocation.command {
+        case .token:
+            return tokenFromAgent(invocation, output: output, environment: environment)
+                ?? tokenFromStore(invocation, output: output, environment: environment, services: services)
+        case .exec(let options):
+            return execBeforeRuntime(options, invocation: invocation, output: output, environment: environment, services: services)
+        case .dockerCredential(let provider, "get"):
+            return dockerGetBeforeRuntime(provider, invocation: invocation, output: output, environment: environment, services: services)
+        default:
+            return nil
+        }
+    }
+
+    /// The parsed command line, the standard streams and the environment; a usage error exits 64
+    /// here. Called as `docker-credential-authflow`, the arguments are the helper's.
     private static func prepare() -> (Invocation, Output, [String: String]) {
         let arguments = Array(CommandLine.arguments.dropFirst())
         let output = Output.standard
         let environment = processEnvironment()
+        if CommandLine.arguments.first?.split(separator: "/").last.map(String.init) == DockerCredential.programName {
+            return (DockerCredential.invocation(arguments), output, environment)
+        }
         do {
             return (try parse(arguments), output, environment)
         } catch {
@@ -100,8 +149,8 @@ public enum Authflow {
 
     /// The full path of a process: runs the command in a task (cancelled by SIGINT for `login`
     /// and `demo`) and exits with its status.
-    private static func run(_ invocation: Invocation, output: Output, environment: [String: String]) async -> Never {
-        let task = Task { await execute(invocation, output: output, environment: environment, services: Services()) }
+    private static func run(_ invocation: Invocation, output: Output, environment: [String: String], services: Services) async -> Never {
+        let task = Task { await execute(invocation, output: output, environment: environment, services: services) }
         var source: (any DispatchSourceSignal)?
         switch invocation.command {
         case .login, .demo: source = cancelOnInterrupt(task)
@@ -120,8 +169,7 @@ public enum Authflow {
     ) async -> ExitCode {
         do {
             let invocation = try parse(arguments)
-            if let status = tokenFromAgent(invocation, output: output, environment: environment) { return status }
-            if let status = tokenFromStore(invocation, output: output, environment: environment, services: services) { return status }
+            if let status = answerBeforeRuntime(invocation, output: output, environment: environment, services: services) { return status }
             return await execute(invocation, output: output, environment: environment, services: services)
         } catch {
             return report(error, output: output, environment: environment)
@@ -164,6 +212,8 @@ public enum Authflow {
         case .tokenHeader(let provider): return try await context.tokenHeader(provider)
         case .gitCredential(let provider, let action): return try await context.gitCredential(provider, action: action)
         case .kubeCredential(let provider): return try await context.kubeCredential(provider)
+        case .exec(let options): return try await context.exec(options)
+        case .dockerCredential(let provider, let action): return await context.dockerCredential(provider, action: action)
         case .completion(let shell?):
             output.stdout.write(Completion.script(for: Completion.Shell(rawValue: shell) ?? .bash))
             return .success
@@ -184,6 +234,12 @@ public enum Authflow {
         output.stderr.write("\(style.red("authflow: error:")) \(escaped(error.message))\nusage: \(usageLine(error.command ?? ""))\n"
             + "Run 'authflow help\(error.command.map { " \($0)" } ?? "")' for more.\n")
         return .usage
+    }
+
+    /// Replaces the running process with `image` (`execve(2)`): on success it never returns.
+    /// - Returns: the error number when `execve` fails.
+    @Sendable public static func replaceProcess(with image: ProcessImage) -> Int32 {
+        image.replace()
     }
 
     /// Opens `url` with `xdg-open` (found on `PATH`), its input and output `/dev/null`; a failure to

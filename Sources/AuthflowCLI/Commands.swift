@@ -43,7 +43,10 @@ extension Context {
     /// credentials for a confidential client with no authorization or device endpoint written.
     static func onDemandGrant(_ provider: Provider) -> GrantType? {
         if let grant = provider.serviceGrant { return grant }
-        if provider.isConfidential, provider.authorizationURL == nil, provider.deviceAuthorizationURL == nil { return .clientCredentials }
+        if provider.isConfidential, provider.authorizationURL == nil, provider.deviceAuthorizationURL == nil,
+           provider.backchannelAuthenticationURL == nil {
+            return .clientCredentials
+        }
         return nil
     }
 
@@ -53,6 +56,7 @@ extension Context {
         if provider.deviceAuthorizationURL != nil { methods.append(.device) }
         if provider.authorizationURL != nil { methods.append(.browser) }
         if provider.isConfidential || onDemandGrant(provider) != nil { methods.append(.clientCredentials) }
+        if provider.isConfidential, provider.backchannelAuthenticationURL != nil { methods.append(.ciba) }
         return methods
     }
 
@@ -66,9 +70,15 @@ extension Context {
         }
     }
 
-    /// What `login` runs without a flag: client credentials for a secret-only provider; the device
-    /// grant without a display; the browser otherwise; nil when nothing fits.
+    /// What `login` runs without a flag: CIBA for a confidential provider with a backchannel
+    /// endpoint and a `cibaLoginHint` and no other way in; client credentials for a secret-only
+    /// provider; the device grant without a display; the browser otherwise; nil when nothing fits.
     static func defaultMethod(_ provider: Provider, environment: [String: String]) -> LoginOptions.Method? {
+        // A person's provider reached only through CIBA: someone to ask, and nothing else to log in with.
+        if provider.isConfidential, provider.backchannelAuthenticationURL != nil, provider.cibaLoginHint != nil,
+           provider.redirectURI == nil, provider.deviceAuthorizationURL == nil {
+            return .ciba
+        }
         if provider.isConfidential || provider.serviceGrant != nil, provider.redirectURI == nil, provider.deviceAuthorizationURL == nil {
             return .clientCredentials
         }
@@ -283,6 +293,7 @@ struct StatusRow {
         case .refreshToken: return "refresh"
         case .jwtBearer: return "jwt-bearer"
         case .tokenExchange: return "token-exchange"
+        case .ciba: return "ciba"
         }
     }
 

@@ -10,6 +10,8 @@ import Synchronization
 final class Countdown: Sendable {
     private struct Inner {
         var expiresAt: Date?
+        /// What expires: "the code" (device), "the request" (CIBA).
+        var what = "the code"
         var task: Task<Void, Never>?
         var drawn = false
     }
@@ -26,10 +28,11 @@ final class Countdown: Sendable {
         self.now = now
     }
 
-    /// Starts counting down to `expiresAt` (ticking on the real clock: this is for people).
-    func start(expiresAt: Date) {
+    /// Starts counting down to `expiresAt`, when `what` expires (ticking on the real clock: this is for people).
+    func start(expiresAt: Date, what: String = "the code") {
         let previous = inner.withLock { inner -> Task<Void, Never>? in
             inner.expiresAt = expiresAt
+            inner.what = what
             defer { inner.task = nil }
             return inner.task
         }
@@ -74,10 +77,10 @@ final class Countdown: Sendable {
             guard let expiresAt = inner.expiresAt else { return }
             let remaining = Timestamps.clock(Timestamps.wholeSeconds(expiresAt.timeIntervalSince(now()).rounded(.up)))
             if terminal {
-                sink.write("\r\u{1B}[2K" + style.dim("Waiting for approval… the code expires in \(remaining)"))
+                sink.write("\r\u{1B}[2K" + style.dim("Waiting for approval… \(inner.what) expires in \(remaining)"))
                 inner.drawn = true
             } else {
-                sink.write("Waiting for approval; the code expires in \(remaining).\n")
+                sink.write("Waiting for approval; \(inner.what) expires in \(remaining).\n")
             }
         }
     }

@@ -10,7 +10,7 @@ extension Context {
         return !value.isEmpty && value != "0"
     }
 
-    /// `provider` with ``Provider/debug`` turned on when `AUTHFLOW_DEBUG` asks for it.
+    /// `provider` with ``Provider/Settings/debug`` turned on when `AUTHFLOW_DEBUG` asks for it.
     func debugging(_ provider: Provider) -> Provider {
         guard debugFromEnvironment, !provider.debug else { return provider }
         var debugged = provider

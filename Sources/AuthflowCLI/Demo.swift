@@ -271,7 +271,7 @@ struct Demo {
     static func summary(_ state: AuthFlow.State, now: Date) -> String {
         switch state {
         case .empty(let provider): return provider.map { "\($0): logged out" } ?? "nothing stored yet"
-        case .authorizing(let provider, let grant): return "\(provider) (\(grant.rawValue))"
+        case .authorizing(let provider, let grant, _): return "\(provider) (\(grant.rawValue))"
         case .requestingAccessToken(let provider), .requestingDeviceCode(let provider): return provider
         case .receivedDeviceCode(let provider, let code):
             return "\(provider): user code \(code.userCode), expires in \(code.expiresIn) s, poll every \(code.interval) s"

@@ -53,7 +53,7 @@ extension Context {
         out.write("Issuer \(Self.printable(metadata.issuer))\n")
         out.write(Table.render(header: ["METADATA", "VALUE"], rows: Self.metadataRows(metadata), style: outStyle))
         if metadata.tokenEndpointAuthMethodsSupported?.contains("private_key_jwt") == true {
-            // Issue 17: a key instead of a shared secret, where the issuer takes one.
+            // A key is safer than a shared secret (nothing reusable crosses the wire), so say how to use one where the issuer takes it.
             out.write("\nThe issuer accepts private_key_jwt: instead of a client secret, add \"clientAuthentication\": \"private_key_jwt\", "
                 + "\"clientKeyFile\": \"${CREDENTIALS_DIRECTORY}/client-key.pem\" (mode 0600) and register the key's public JWK "
                 + "(see Documentation/Catalog.md).\n")

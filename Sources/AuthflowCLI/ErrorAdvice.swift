@@ -14,10 +14,13 @@ import OAuthFlowPostgres
 /// `Documentation/Errors.md` lists the rows and the exit codes of `Documentation/CLI.md` name them;
 /// both are tested against this table in both directions.
 ///
-/// The advice depends on the grant. For a provider whose grant no person logs in to (JWT-bearer
-/// with a service-account key or a client key, token exchange, client credentials), a refused
-/// credential is named — the key, certificate or token file, the account, the client ID — and
-/// exits 65: logging in again cannot fix it. `authflow login` is advised only where a login helps.
+/// The advice depends on the grant the error names (``OAuthError/Fields/grant``), as its recovery does.
+/// For a grant no person logs in to (JWT-bearer with a service-account key or a client key, token
+/// exchange, client credentials), a refused credential is named — the key, certificate or token
+/// file, the account, the client ID — and exits 65: logging in again cannot fix it. `authflow
+/// login` is advised only where a login helps. `authflow agent` logs the same advice, and the
+/// agent path of `authflow token` exits with the status of the row of the recovery the agent
+/// answers (``status(for:)``).
 struct ErrorAdvice {
     /// What the advice may name about the provider that failed, read from the catalog.
     struct Subject: Sendable, Equatable {
@@ -25,10 +28,9 @@ struct ErrorAdvice {
         var provider: String?
         /// The catalog's path.
         var catalog: String?
-        /// The grant the provider runs with no person (`ON DEMAND` in `authflow providers`), if any.
-        var unattendedGrant: GrantType?
-        /// What that grant presents, in words: the service-account key file and account, the
-        /// client key file, the subject token file, or the client's own credential.
+        /// What the provider's grant that runs with no person (`ON DEMAND` in `authflow
+        /// providers`) presents, in words: the service-account key file and account, the client
+        /// key file, the subject token file; else the client's own credential.
         var credential: String?
         /// The client's own credential (its client authentication), in words.
         var client: String?
@@ -47,19 +49,19 @@ struct ErrorAdvice {
         /// to name; `catalog` is the catalog's path.
         init(_ provider: Provider, catalog: String?) {
             self.init(provider: provider.id, catalog: catalog)
-            unattendedGrant = Context.onDemandGrant(provider)
             scopes = provider.scopes
             client = Self.client(of: provider)
-            credential = Self.credential(of: provider, grant: unattendedGrant)
+            credential = Self.credential(of: provider, grant: Context.onDemandGrant(provider)) ?? client
         }
 
         /// The client's credential in words: the service-account key (the account is the client),
-        /// the client key or certificate file, the client secret, or the client ID of a public client.
+        /// the client key, client assertion or certificate file, the client secret, or the client ID of a public client.
         static func client(of provider: Provider) -> String {
             if let account = provider.serviceAccount { return "the service-account key \(account.path) (\(account.clientEmail))" }
             let id = "client ID \(provider.clientID)"
             switch provider.clientAuthentication {
             case .privateKeyJWT:
+                if let file = provider.clientAssertionFile { return "the client assertion in \(file) of \(id)" }
                 return ((provider.clientKey as? ClientKey)?.path).map { "the client key \($0) of \(id)" } ?? "the signing key of \(id)"
             case .tlsClientAuth, .selfSignedTLSClientAuth:
                 return provider.clientCertificate.map { "the client certificate \($0.path) of \(id)" } ?? "the client certificate of \(id)"
@@ -80,7 +82,7 @@ struct ErrorAdvice {
                 }
                 return client(of: provider)
             case .tokenExchange?:
-                return provider.tokenExchange.map { "the subject token in \($0.subjectTokenFile)" } ?? client(of: provider)
+                return provider.subjectTokenSource.map { $0.filePath.map { "the subject token in \($0)" } ?? $0.description } ?? client(of: provider)
             case .clientCredentials?:
                 return client(of: provider)
             default:
@@ -100,8 +102,32 @@ struct ErrorAdvice {
         /// The advice line, with `PROVIDER`, `CLIENT`, `CREDENTIAL` and `CATALOG` filled in from
         /// the subject; nil for none.
         let advice: String?
+        /// The recovery the row takes every remaining error of (the last four rows); nil for a row
+        /// that matches on more.
+        let recovery: OAuthError.Recovery?
         /// Whether the row applies to an error for a subject.
         let matches: @Sendable (OAuthError, Subject) -> Bool
+
+        init(
+            name: String, condition: String, status: ExitCode, advice: String?, matches: @escaping @Sendable (OAuthError, Subject) -> Bool
+        ) {
+            self.name = name
+            self.condition = condition
+            self.status = status
+            self.advice = advice
+            self.recovery = nil
+            self.matches = matches
+        }
+
+        /// The row that takes every error whose recovery is `recovery`.
+        init(name: String, condition: String, status: ExitCode, advice: String?, takingEvery recovery: OAuthError.Recovery) {
+            self.name = name
+            self.condition = condition
+            self.status = status
+            self.advice = advice
+            self.recovery = recovery
+            self.matches = { error, _ in error.recovery == recovery }
+        }
     }
 
     /// The rows, in the order they are tried. Each recovery has a row that takes every error with
@@ -116,11 +142,12 @@ struct ErrorAdvice {
         Row(name: "client-refused", condition: "`invalid_client`: the provider refused the client's own credential, whatever the grant",
             status: .dataError, advice: "The provider refused CLIENT: check it against the catalog at CATALOG and the provider's "
                 + "settings; logging in again cannot fix this.") { error, _ in error.response?.code == .invalidClient },
-        Row(name: "credential-refused", condition: "`invalid_grant`, or a 401 without an OAuth error body, from the token endpoint "
-            + "for a grant no person logs in to (JWT-bearer, token exchange, client credentials: `ON DEMAND` in `authflow providers`)",
+        Row(name: "credential-refused", condition: "`invalid_grant` (recovery `fixConfiguration`), or a 401 without an OAuth error "
+            + "body, from the token endpoint for a grant no person logs in to (the error's `grant`: JWT-bearer, token exchange, "
+            + "client credentials)",
             status: .dataError, advice: "The provider refused CREDENTIAL: check that it is still valid there (not deleted, disabled, "
-                + "expired or replaced); logging in again cannot fix this.") { error, subject in
-            subject.unattendedGrant != nil && (error.endpoint == nil || error.endpoint == .token)
+                + "expired or replaced); logging in again cannot fix this.") { error, _ in
+            error.grant?.needsPerson == false
                 && (error.response?.code == .invalidGrant || error.response == nil && error.httpStatus == 401)
         },
         Row(name: "step-up", condition: "`.stepUpRequired`: a resource asked for more scope or a stronger or more recent authentication "
@@ -128,17 +155,17 @@ struct ErrorAdvice {
             status: .denied, advice: "Log in again with what it asked for: LOGIN") { error, _ in error.code == .stepUpRequired },
         Row(name: "login-needed", condition: "recovery `reauthorize`: nothing stored, a refresh token or code refused (`invalid_grant`, "
             + "`invalid_token`), `.expired`, `.stateMismatch`, `.invalidCallback`, `.idTokenRejected`",
-            status: .denied, advice: "Log in again: authflow login PROVIDER") { error, _ in error.recovery == .reauthorize },
+            status: .denied, advice: "Log in again: authflow login PROVIDER", takingEvery: .reauthorize),
         Row(name: "temporary", condition: "recovery `retryLater`: `.timedOut` (a lock or a wait), HTTP 429 or 5xx, "
             + "`temporarily_unavailable`, `server_error`",
-            status: .temporaryFailure, advice: temporary) { error, _ in error.recovery == .retryLater },
+            status: .temporaryFailure, advice: temporary, takingEvery: .retryLater),
         Row(name: "storage", condition: "`.storage`: the store cannot be read or written (the message names the path and the fix)",
             status: .dataError, advice: nil) { error, _ in error.code == .storage },
         Row(name: "configuration", condition: "recovery `fixConfiguration` otherwise: `.configuration`, `.crypto`, `.invalidResponse`, "
             + "HTTP 4xx, every other OAuth error (`invalid_scope`, `unauthorized_client`, …)",
-            status: .dataError, advice: "Check the catalog at CATALOG.") { error, _ in error.recovery == .fixConfiguration },
+            status: .dataError, advice: "Check the catalog at CATALOG.", takingEvery: .fixConfiguration),
         Row(name: "denied", condition: "recovery `none` otherwise: `.accessDenied`, the person or the server said no",
-            status: .denied, advice: nil) { error, _ in error.recovery == .none },
+            status: .denied, advice: nil, takingEvery: .none),
     ]
 
     private static let temporary = "This is temporary; try again later."
@@ -146,6 +173,18 @@ struct ErrorAdvice {
     /// The first row that matches `error` for `subject`.
     static func row(for error: OAuthError, _ subject: Subject) -> Row {
         rows.first { $0.matches(error, subject) } ?? rows[rows.count - 1]
+    }
+
+    /// The status of the row that takes every error with `recovery`: what an answer that carries
+    /// only a recovery exits with (the agent's, on the agent path of `authflow token`).
+    static func status(for recovery: OAuthError.Recovery) -> ExitCode {
+        rows.first { $0.recovery == recovery }?.status ?? .denied
+    }
+
+    /// The advice line for `error` of `provider`, as `authflow agent` logs it beside a failure.
+    static func line(for error: OAuthError, of provider: Provider, catalog: String?) -> String? {
+        let subject = Subject(provider, catalog: catalog)
+        return line(row(for: error, subject), subject)
     }
 
     /// `row`'s advice for `subject`, its names escaped for a terminal; nil when the row has none or

@@ -42,7 +42,20 @@ extension Authflow {
         _ invocation: Invocation, output: Output, environment: [String: String], services: Services
     ) -> ExitCode? {
         guard case .token(let id, json: false) = invocation.command,
-              invocation.storeKeyPath == nil, invocation.previousStoreKeyPaths.isEmpty, !invocation.storePlaintext,
+              let set = freshSetFromStore(id, invocation: invocation, output: output, environment: environment, services: services)
+        else { return nil }
+        output.stdout.write(set.accessToken.reveal() + "\n")
+        return .success
+    }
+
+    /// `id`'s fresh, header-safe token set from a plaintext file store, read as described above
+    /// (the conditions on the invocation and the environment, the catalog, the store and the
+    /// entry), with nothing printed; nil when the full path must run. `exec` and
+    /// `docker-credential` read it as `token` does.
+    static func freshSetFromStore(
+        _ id: String, invocation: Invocation, output: Output, environment: [String: String], services: Services
+    ) -> TokenSet? {
+        guard invocation.storeKeyPath == nil, invocation.previousStoreKeyPaths.isEmpty, !invocation.storePlaintext,
               (environment["AUTHFLOW_STORE_KEY_FILE"] ?? "").isEmpty
         else { return nil }
         let context = Context(invocation: invocation, output: output, environment: environment, services: services)
@@ -59,8 +72,7 @@ extension Authflow {
                   let set = try AuthFlow.freshStoredSet(data, key: id, now: services.now()),
                   Context.isHeaderSafe(set.accessToken)
             else { return nil }
-            output.stdout.write(set.accessToken.reveal() + "\n")
-            return .success
+            return set
         } catch {
             return nil
         }

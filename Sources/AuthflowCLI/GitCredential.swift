@@ -95,7 +95,7 @@ extension Context {
         if Self.onDemandGrant(provider) == nil, await flow.authorization(for: id) == nil {
             let prompts = interactive ?? (output.stderrIsTerminal && environment["GIT_TERMINAL_PROMPT"] != "0")
             guard prompts, Self.defaultMethod(provider, environment: environment) != nil else {
-                err.write("\(errStyle.red("authflow: error:")) not logged in to \(escaped(id)); run: authflow login \(escaped(id))\n")
+                err.write("\(errStyle.red("authflow: error:")) \(Self.notLoggedIn(id))\n")
                 return nil
             }
             // The login's instructions go to the terminal on stderr: stdout is the calling tool's.
@@ -109,20 +109,33 @@ extension Context {
     }
 
     /// The catalog entry's `gitUsername` (git's username for the token), default `oauth2`.
+    func gitUsername(of id: String) throws(CLIError) -> String {
+        try catalogUsername("gitUsername", of: id, default: "oauth2")
+    }
+
+    /// A username the catalog entry of `id` gives a tool with its token (`gitUsername`,
+    /// `registryUsername`), or `defaultName` without one.
     ///
     /// Read from the catalog file, where the library accepts the key and leaves it to the CLI: 1 to
     /// 128 characters, none that ``DisplayText/isUnsafe(_:)`` flags (a line break would end git's answer).
-    func gitUsername(of id: String) throws(CLIError) -> String {
+    /// - Throws: ``CLIError/data(_:)`` (exit 65) for any other value.
+    func catalogUsername(_ key: String, of id: String, default defaultName: String) throws(CLIError) -> String {
         let url = try catalogFile()
-        guard let entry = try catalogEntries().first(where: { $0["id"]?.stringValue == id }), let value = entry["gitUsername"], value != .null else {
-            return "oauth2"
+        guard let entry = try catalogEntries().first(where: { $0["id"]?.stringValue == id }), let value = entry[key], value != .null else {
+            return defaultName
         }
         guard let name = value.stringValue, (1...128).contains(name.unicodeScalars.count),
               !name.unicodeScalars.contains(where: DisplayText.isUnsafe)
         else {
-            throw .data("\(url.path): provider \"\(id)\": gitUsername: must be a string of 1 to 128 characters without control characters")
+            throw .data("\(url.path): provider \"\(id)\": \(key): must be a string of 1 to 128 characters without control characters")
         }
         return name
+    }
+
+    /// `not logged in to PROVIDER; run: authflow login PROVIDER`, escaped: what a helper says when a
+    /// person must log in first.
+    static func notLoggedIn(_ id: String) -> String {
+        "not logged in to \(escaped(id)); run: authflow login \(escaped(id))"
     }
 }
 

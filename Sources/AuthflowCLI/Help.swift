@@ -1,5 +1,6 @@
 extension Authflow {
-    /// The version `--version` prints.
+    /// The version `--version` prints: the file VERSION's, which scripts/package.sh reads
+    /// (ReleaseTests fails when they differ).
     public static let version = "0.1.0"
 
     /// Every command, in the order `help` lists them: the one table `help`, the parser, the
@@ -12,10 +13,12 @@ extension Authflow {
             options: [OptionSpec("--json", "one JSON object per provider per line: id, grants, login (the default method), scopes")]),
         CommandSpec(
             "login",
-            usage: "[--config FILE] [--store DIR] login PROVIDER|URL [--device | --browser | --client-credentials] "
-                + "[--scope S]... [--json] [--timeout SECONDS] [--qr | --no-qr] [--resource URL] [--issuer ISSUER] "
+            usage: "[--config FILE] [--store DIR] login PROVIDER|URL [--device | --browser | --paste | --client-credentials | --ciba] "
+                + "[--scope S]... [--json] [--timeout SECONDS] [--qr | --no-qr] [--listen-port PORT] "
+                + "[--login-hint VALUE | --id-token-hint TOKEN | --login-hint-token TOKEN] [--binding-message TEXT] "
+                + "[--user-code CODE] [--requested-expiry SECONDS] [--resource URL] [--issuer ISSUER] "
                 + "[--initial-access-token-file FILE] [--acr-values VALUES] [--max-age SECONDS]",
-            synopsis: "login PROVIDER [--device | --browser | --client-credentials] [--scope S]... [--json]",
+            synopsis: "login PROVIDER [--device | --browser | --paste | --client-credentials | --ciba] [--scope S]... [--json]",
             summary: "log in and store the tokens", positionalNames: ["PROVIDER"], positionals: 1...1, takesProvider: true,
             about: """
             Log in to PROVIDER and store its tokens.
@@ -23,7 +26,9 @@ extension Authflow {
             Without a flag, authflow uses the device grant when the provider has a device endpoint
             and no display is available (neither DISPLAY nor WAYLAND_DISPLAY is set), and the browser
             otherwise. A provider with a client secret and neither a redirectURI nor a device endpoint
-            uses client credentials.
+            uses client credentials, unless it has a backchannelAuthenticationURL and a cibaLoginHint:
+            then CIBA. When the browser login is chosen with no display, authflow says how to finish
+            from another machine: --paste, or a forwarded --listen-port.
 
             Given a protected resource's URL instead (or PROVIDER --resource URL), authflow reads the
             resource's metadata (RFC 9728), the metadata of the authorization server it names,
@@ -38,14 +43,36 @@ extension Authflow {
                 OptionSpec("--browser", "authorization code + PKCE: prints the authorization URL (and",
                            "opens it with xdg-open when a display is present), then waits",
                            "for the redirect on a loopback address (RFC 8252)"),
+                OptionSpec("--paste", "authorization code + PKCE with nothing listening: prints the",
+                           "authorization URL; sign in on any device, then paste back the",
+                           "address the browser ended on (its page may fail to load: that is",
+                           "expected), or the code the provider's page shows; needs the",
+                           "catalog's redirectURI"),
                 OptionSpec("--client-credentials", "RFC 6749 §4.4, for a confidential client"),
+                OptionSpec("--ciba", "OpenID Connect CIBA: the provider asks the person on their own device",
+                           "(found by a hint); prints the binding message, counts down, and polls",
+                           "until they answer; for a confidential client"),
                 OptionSpec("--scope", value: "S", "request scope S instead of the provider's (repeatable)"),
                 OptionSpec("--json", "JSON Lines on stdout, one object per state transition"),
-                OptionSpec("--timeout", value: "SECONDS", "how long the browser login waits for its redirect (default 300)"),
-                OptionSpec("--qr", "also draw the device login's link as a QR code on stderr, even when it",
-                           "would not be (by default: when stderr is a terminal wide enough for it,",
-                           "and neither NO_COLOR nor TERM=dumb is set; needs libqrencode)"),
+                OptionSpec("--timeout", value: "SECONDS", "how long the browser login waits for its redirect, or --paste",
+                           "for the pasted line (default 300)"),
+                OptionSpec("--qr", "also draw the device login's link (with --paste, the authorization",
+                           "URL) as a QR code on stderr, even when it would not be (by default:",
+                           "when stderr is a terminal wide enough for it, and neither NO_COLOR",
+                           "nor TERM=dumb is set; needs libqrencode)"),
                 OptionSpec("--no-qr", "never draw the QR code"),
+                OptionSpec("--listen-port", value: "PORT", "the browser login listens on PORT (the catalog redirectURI's",
+                           "loopback host and path, else 127.0.0.1 and /callback) and sends",
+                           "that redirect URI; implies --browser. For a browser on another",
+                           "machine, run there: ssh -L PORT:127.0.0.1:PORT THIS-HOST"),
+                OptionSpec("--login-hint", value: "VALUE", "CIBA: whom to ask, as the provider knows them (an e-mail address,",
+                           "a phone number; Glewlwyd: {\"username\":\"alice\"}); default: the catalog's cibaLoginHint"),
+                OptionSpec("--id-token-hint", value: "TOKEN", "CIBA: whom to ask, by an ID token the provider issued to this client"),
+                OptionSpec("--login-hint-token", value: "TOKEN", "CIBA: whom to ask, by a token in the provider's own format"),
+                OptionSpec("--binding-message", value: "TEXT", "CIBA: a short text shown here and on the person's device (at most",
+                           "128 characters, no control characters; refused before anything is sent)"),
+                OptionSpec("--user-code", value: "CODE", "CIBA: the person's user code, for providers that ask for one"),
+                OptionSpec("--requested-expiry", value: "SECONDS", "CIBA: how long the request may wait for the person"),
                 OptionSpec("--resource", value: "URL", "the protected resource to log in to (RFC 9728); PROVIDER is then",
                            "the id its catalog entry gets (default: the URL's host)"),
                 OptionSpec("--issuer", value: "ISSUER", "with a resource: the authorization server to use, one it lists",
@@ -55,7 +82,10 @@ extension Authflow {
                 OptionSpec("--acr-values", value: "VALUES", "ask for these authentication context classes (RFC 9470 step-up)"),
                 OptionSpec("--max-age", value: "SECONDS", "ask for an authentication at most SECONDS old (RFC 9470 step-up)"),
             ],
-            notes: "Ctrl-C cancels the login promptly, stores nothing, and exits 130."),
+            notes: """
+            Ctrl-C cancels the login promptly, stores nothing, and exits 130; with --paste, the end
+            of input (Ctrl-D) before a line exits 65 and stores nothing.
+            """),
         CommandSpec(
             "token", usage: "[--config FILE] [--store DIR] token PROVIDER [--json] [--header] [--dpop-proof METHOD URL]",
             synopsis: "token PROVIDER [--json]",
@@ -198,6 +228,50 @@ extension Authflow {
             A grant no person logs in to fetches its token as token does.
             """),
         CommandSpec(
+            "exec", usage: "[--config FILE] [--store DIR] exec PROVIDER[=NAME]... [--env NAME] -- COMMAND [ARGUMENT]...",
+            synopsis: "exec PROVIDER [--env NAME] -- COMMAND...", summary: "run COMMAND with a valid token in its environment",
+            positionalNames: ["PROVIDER[=NAME]"], positionals: 1...8, takesProvider: true,
+            about: """
+            Run COMMAND in place of authflow (execve: the same process, so its signals are COMMAND's and
+            so is the exit status) with a valid access token of PROVIDER in its environment, as
+            AUTHFLOW_TOKEN, or the NAME of --env; PROVIDER=NAME pairs (up to 8) put several tokens in
+            several variables. COMMAND is looked up on PATH. The tokens come as token gets them (the
+            agent, the store, a refresh), never on a command line.
+
+            A DPoP-bound token is refused (exit 65): it is useless without its key and a proof for each
+            request. With nothing stored for a grant a person logs in to, it exits 77 and COMMAND never
+            runs; 127 when COMMAND is not found, 126 when it cannot be run.
+            """,
+            options: [OptionSpec("--env", value: "NAME", "the variable of PROVIDER's token (default AUTHFLOW_TOKEN)")],
+            optionWidth: 12,
+            notes: """
+            An environment is never refreshed: a COMMAND that runs past the token's expiry should ask the
+            agent's socket or read a token file the agent rewrites (authflow help agent).
+            Example: authflow exec github=GH_TOKEN -- gh api /user
+            """),
+        CommandSpec(
+            "docker-credential", usage: "[--config FILE] [--store DIR] docker-credential PROVIDER get|store|erase|list|version",
+            synopsis: "docker-credential PROVIDER ACTION", summary: "Docker's credential helper: a token as a registry's password",
+            positionalNames: ["PROVIDER", "ACTION"], positionals: 2...2, takesProvider: true,
+            positionalChoices: ["get", "store", "erase", "list", "version"],
+            about: """
+            Answer Docker's credential-helper protocol on stdin and stdout. Installed as a link named
+            docker-credential-authflow (the provider is then the one whose catalog entry lists the
+            registry in "registries"), Docker runs it for the registries ~/.docker/config.json names:
+              {"credHelpers": {"registry.example.com": "authflow"}}
+
+              get      for a registry in PROVIDER's "registries": {"ServerURL","Username","Secret"}, the
+                       catalog's registryUsername (default oauth2accesstoken) and a valid access token;
+                       another server: credentials not found in native keychain (exit 1)
+              list     the registries and their usernames, as a JSON object
+              store    refused (exit 1): the token comes from the provider's login
+              erase    refused (exit 1): authflow logout PROVIDER ends the login
+              version  the helper's version
+
+            A failure is one line on stdout, where Docker reads it, and the report on stderr. With nothing
+            stored for a grant a person logs in to, get exits 77: run authflow login PROVIDER first.
+            """),
+        CommandSpec(
             "demo", usage: "demo", synopsis: "demo", summary: "the main job, end to end, offline, against an embedded provider",
             about: """
             Run the whole job offline against an embedded mock provider: a device login (pending,
@@ -231,7 +305,8 @@ extension Authflow {
                 OptionSpec("--notify-command", value: "CMD", "when a login must be approved, run CMD with /bin/sh -c and",
                            "AUTHFLOW_PROVIDER, AUTHFLOW_VERIFICATION_URI,",
                            "AUTHFLOW_VERIFICATION_URI_COMPLETE, AUTHFLOW_USER_CODE,",
-                           "AUTHFLOW_EXPIRES_AT, AUTHFLOW_EXPIRES_IN in its environment"),
+                           "AUTHFLOW_EXPIRES_AT, AUTHFLOW_EXPIRES_IN in its environment (a CIBA",
+                           "login: AUTHFLOW_BINDING_MESSAGE instead of the URIs and the code)"),
                 OptionSpec("--metrics-file", value: "FILE", "Prometheus text (node exporter's textfile collector), rewritten atomically"),
                 OptionSpec("--client-timeout", value: "SECONDS",
                            "how long a client may take to send its line or read its answer (default 5)"),
@@ -295,6 +370,7 @@ extension Authflow {
         ("AUTHFLOW_PROVIDER  AUTHFLOW_USER_CODE  AUTHFLOW_EXPIRES_AT  AUTHFLOW_EXPIRES_IN",
          ["set by 'agent' for its --notify-command: the login a person must approve (never a token)"]),
         ("AUTHFLOW_VERIFICATION_URI  AUTHFLOW_VERIFICATION_URI_COMPLETE", ["set by 'agent' for its --notify-command, as above"]),
+        ("AUTHFLOW_BINDING_MESSAGE", ["set by 'agent' for its --notify-command: the binding message of a CIBA login"]),
         ("AUTHFLOW_DEBUG", ["set and not 0: the library's log lines (shapes, never secrets) go to stderr"]),
         ("DISPLAY, WAYLAND_DISPLAY", ["when either is set, login prefers the browser and opens it with xdg-open"]),
         ("NO_COLOR", ["when set, no colour"]),
@@ -302,6 +378,7 @@ extension Authflow {
         ("COLUMNS", ["the terminal width when stderr's cannot be read (does the QR code fit)"]),
         ("GIT_TERMINAL_PROMPT", ["0: git-credential never logs in on the terminal"]),
         ("KUBERNETES_EXEC_INFO", ["set by kubectl: the ExecCredential apiVersion and whether kube-credential may prompt"]),
+        ("AUTHFLOW_TOKEN", ["set by 'exec' for COMMAND: the token (unless --env or PROVIDER=NAME names another variable)"]),
     ]
 
     /// The table entry of `name`.
@@ -360,7 +437,8 @@ extension Authflow {
         Exit codes:
         \(ExitCode.allCases.map { "  \($0)" }.joined(separator: "\n"))
 
-        Run 'authflow help COMMAND' for a command's options. Tokens are printed only by 'token'.
+        Run 'authflow help COMMAND' for a command's options. Tokens are printed only by 'token' and the
+        credential helpers, and put in an environment only by 'exec'.
 
         """
     }

@@ -7,10 +7,12 @@ import OAuthFlow
 import Synchronization
 
 extension Context {
-    /// `provider` with the authorization and device endpoints its issuer's metadata adds, so that
-    /// the default login method of a provider configured from `issuer` alone can be chosen.
+    /// `provider` with the authorization, device and backchannel endpoints its issuer's metadata
+    /// adds, so that the default login method of a provider configured from `issuer` alone can be chosen.
     func discovering(_ provider: Provider) async throws(CLIError) -> Provider {
-        guard provider.issuer != nil, provider.authorizationURL == nil || provider.deviceAuthorizationURL == nil else { return provider }
+        guard provider.issuer != nil,
+              provider.authorizationURL == nil || provider.deviceAuthorizationURL == nil || provider.backchannelAuthenticationURL == nil
+        else { return provider }
         var filled = provider
         do {
             let flow = try await AuthFlow(providers: [provider], store: MemorySecretStore(), transport: transport,
@@ -18,6 +20,7 @@ extension Context {
             let metadata = try await flow.metadata(for: provider)
             filled.authorizationURL = provider.authorizationURL ?? metadata.authorizationEndpoint
             filled.deviceAuthorizationURL = provider.deviceAuthorizationURL ?? metadata.deviceAuthorizationEndpoint
+            filled.backchannelAuthenticationURL = provider.backchannelAuthenticationURL ?? metadata.backchannelAuthenticationEndpoint
         } catch {
             throw .oauth(error, provider: provider.id)
         }
@@ -43,7 +46,8 @@ extension Context {
         let store = try store()
         let id = provider.id
         let scopes = options.scopes.isEmpty ? nil : options.scopes
-        let session = LoginSession(context: self, json: options.json, qr: options.qr)
+        let session = LoginSession(context: self, json: options.json, qr: options.qr,
+                                   backchannelHint: options.ciba.loginHint ?? (options.ciba.isNamingSomeone ? nil : provider.cibaLoginHint))
 
         let flow: AuthFlow
         let reporter: StateReporter
@@ -57,9 +61,24 @@ extension Context {
                     ? try await flow.authorizeWithDeviceCode(provider: id, scopes: scopes)
                     : try await Self.fetchWithoutPerson(flow, provider, scopes: scopes)
             }
+        case .ciba:
+            flow = try await self.flow([provider], store: store)
+            reporter = session.follow(flow, skipFirst: true)
+            result = await capture { () async throws(OAuthError) in
+                try await flow.authorizeWithBackchannel(provider: id, options.ciba.request(scopes: scopes))
+            }
+        case .paste:
+            let pasted = try await pasteLogin(provider, options, store: store, session: session)
+            flow = pasted.flow
+            reporter = pasted.reporter
+            result = pasted.result
         case .browser:
             let receiver: LoopbackReceiver
-            do { receiver = try LoopbackReceiver(redirectURI: provider.redirectURI) } catch { throw .oauth(error, provider: id) }
+            do {
+                receiver = try LoopbackReceiver(redirectURI: Self.loopbackRedirect(provider.redirectURI, port: options.listenPort))
+            } catch {
+                throw .oauth(error, provider: id)
+            }
             // The redirect_uri sent must be the one listened on (its port may be ephemeral).
             var listening = provider
             listening.redirectURI = receiver.redirectURI
@@ -83,6 +102,13 @@ extension Context {
                 if !options.json { err.write("Opened it in your browser.\n") }
             }
             if !options.json {
+                // Chosen, not asked for, on a box with no display: the browser may well be elsewhere.
+                if options.method == nil, !Self.hasDisplay(environment) {
+                    // Fixed: asked for, or the catalog's loopback one; not one the system chose for this run.
+                    let fixedPort = receiver.redirectURI.port == (options.listenPort ?? provider.redirectURI?.port)
+                    let note = Self.elsewhereNote(provider, listeningOn: receiver.redirectURI, fixedPort: fixedPort)
+                    err.write(errStyle.yellow("note:") + " " + note + "\n")
+                }
                 let wait = "Waiting up to \(Timestamps.clock(options.timeout)) for the browser to return to "
                     + "\(receiver.redirectURI.absoluteString)…"
                 err.write(errStyle.dim(wait) + "\n")
@@ -105,11 +131,46 @@ extension Context {
     }
 }
 
+extension Context {
+    /// The redirect URI the browser login listens on: the catalog's, or with `--listen-port` its
+    /// loopback `http://` host and path (else `127.0.0.1` and `/callback`) at that port.
+    static func loopbackRedirect(_ configured: URL?, port: Int?) -> URL? {
+        guard let port else { return configured }
+        if let configured, var components = URLComponents(url: configured, resolvingAgainstBaseURL: false),
+           components.scheme?.lowercased() == "http", let host = components.host, Provider.isLoopback(host: host) {
+            components.port = port
+            if let url = components.url { return url }
+        }
+        return URL(string: "http://127.0.0.1:\(port)\(LoopbackReceiver.defaultPath)")
+    }
+
+    /// What a browser login chosen on a box with no display says (no device endpoint either, or
+    /// the device grant would have been chosen): a browser on another machine cannot reach
+    /// `redirectURI`; `--paste` fits, or a forwarded port.
+    /// `fixedPort`: the port is the catalog's or `--listen-port`'s, not an ephemeral one (which the
+    /// next run would not get again).
+    static func elsewhereNote(_ provider: Provider, listeningOn redirectURI: URL, fixedPort: Bool) -> String {
+        let id = escaped(provider.id)
+        let port = fixedPort ? redirectURI.port.map(String.init) ?? "PORT" : "PORT"
+        var text = "there is no display here (DISPLAY and WAYLAND_DISPLAY are unset), and \(id) has no device endpoint "
+            + "for --device. If your browser runs on another machine, its redirect to \(escaped(redirectURI.absoluteString)) "
+            + "cannot reach this one: press Ctrl-C and "
+        text += provider.redirectURI == nil
+            ? "add the redirectURI registered with \(id) to the catalog to log in with --paste (the address pasted back), "
+            : "run 'authflow login \(id) --paste' to paste the address back instead, "
+        text += "or forward the port from that machine (ssh -L \(port):127.0.0.1:\(port) THIS-HOST) and run "
+            + "'authflow login \(id) --listen-port \(port)'."
+        return text
+    }
+}
+
 /// Prints a login's states: JSON Lines, or instructions, a countdown and notes for people.
 final class LoginSession: Sendable {
     private let context: Context
     private let json: Bool
     private let qr: Bool?
+    /// The `login_hint` of a CIBA login, shown as whom the provider asks.
+    private let backchannelHint: String?
     private let countdown: Countdown
     private struct Seen {
         var interval: Int?
@@ -117,10 +178,11 @@ final class LoginSession: Sendable {
     }
     private let seen = Mutex(Seen())
 
-    init(context: Context, json: Bool, qr: Bool? = nil) {
+    init(context: Context, json: Bool, qr: Bool? = nil, backchannelHint: String? = nil) {
         self.context = context
         self.json = json
         self.qr = qr
+        self.backchannelHint = backchannelHint
         self.countdown = Countdown(
             sink: context.err, terminal: context.output.stderrIsTerminal, style: context.errStyle, now: context.services.now)
     }
@@ -150,17 +212,7 @@ final class LoginSession: Sendable {
         case .requestingDeviceCode(let provider):
             err.write(context.errStyle.dim("Requesting a device code from \(escaped(provider))…") + "\n")
         case .receivedDeviceCode(let provider, let code):
-            let previous = seen.withLock { seen -> Int? in
-                defer { seen.interval = code.interval }
-                return seen.interval
-            }
-            if let previous {
-                if code.interval > previous {
-                    let note = " \(escaped(provider)) asked to slow down (slow_down); polling every \(code.interval) s now."
-                    countdown.note(context.errStyle.yellow("note:") + note)
-                }
-                return
-            }
+            if republished(provider, interval: code.interval) { return }
             // Server-chosen text: escaped, so a user code or URI cannot draw on the terminal.
             var text = "To log in to \(escaped(provider)), open this page on any device:\n"
                 + "\(style.bold(escaped(code.verificationURI.absoluteString)))\n"
@@ -175,7 +227,11 @@ final class LoginSession: Sendable {
                 err.write(drawing)
             }
             countdown.start(expiresAt: code.expiresAt)
-        case .authorizing(let provider, _):
+        case .authorizing(let provider, _, let backchannel?):
+            if republished(provider, interval: backchannel.interval) { return }
+            out.write(Self.backchannelInstructions(provider, backchannel, hint: backchannelHint, style: style, now: context.services.now()))
+            countdown.start(expiresAt: backchannel.expiresAt, what: "the request")
+        case .authorizing(let provider, _, nil):
             if let authorizationURL {
                 out.write("To log in to \(escaped(provider)), open this URL in a browser:\n\(escaped(authorizationURL.absoluteString))\n")
             }
@@ -194,6 +250,21 @@ final class LoginSession: Sendable {
         case .error:
             countdown.stop()  // the command reports the error itself
         }
+    }
+
+    /// True when a polled login's state comes again (its interval raised by `slow_down`, noted
+    /// above the countdown), not for the first time.
+    private func republished(_ provider: String, interval: Int) -> Bool {
+        let previous = seen.withLock { seen -> Int? in
+            defer { seen.interval = interval }
+            return seen.interval
+        }
+        guard let previous else { return false }
+        if interval > previous {
+            let note = " \(escaped(provider)) asked to slow down (slow_down); polling every \(interval) s now."
+            countdown.note(context.errStyle.yellow("note:") + note)
+        }
+        return true
     }
 }
 

@@ -23,11 +23,14 @@ enum ManPage {
             ".SH DESCRIPTION",
             "authflow logs in to the OAuth 2.0 and OpenID Connect providers of a catalog (device code, browser with PKCE,",
             "client credentials), keeps their tokens in a store, and prints a valid access token whenever a script,",
-            "git or kubectl needs one. Tokens are printed only by",
+            "git, kubectl, Docker or another program needs one. Tokens are printed only by",
             ".BR token ,",
-            ".B git\\-credential",
+            ".BR git\\-credential ,",
+            ".B kube\\-credential",
             "and",
-            ".BR kube\\-credential .",
+            ".BR docker\\-credential ,",
+            "and put in an environment only by",
+            ".BR exec .",
             ".SH COMMANDS",
         ]
         for spec in Authflow.commands {

@@ -100,7 +100,8 @@ extension Context {
 
     /// The QR code of `url` for stderr, or nil when it is not drawn: `--no-qr`; without `--qr`, when
     /// stderr is not a terminal, `NO_COLOR` or `TERM=dumb` is set, or the terminal is narrower than
-    /// the code; when libqrencode is missing (one debug line then) or refuses the text.
+    /// the code; when libqrencode is missing (then a note says so, since a code was expected) or
+    /// refuses the text.
     func qrCode(_ url: String, forced: Bool?, encoder: QREncoder? = QREncoder.shared, provider: String) -> String? {
         if forced == false { return nil }
         let style = errStyle
@@ -108,9 +109,10 @@ extension Context {
             guard output.stderrIsTerminal, (environment["NO_COLOR"] ?? "").isEmpty, environment["TERM"] != "dumb" else { return nil }
         }
         guard let encoder else {
-            if debugFromEnvironment {
-                err.write(Self.debugLine(level: "debug", provider: provider, message: "no QR code: libqrencode.so.4 could not be loaded"))
-            }
+            // Said when the code would have been drawn: libqrencode4 is only recommended by the
+            // package, and a person who asked for the code (or always sees one) should learn why not.
+            err.write(style.yellow("note:") + " no QR code: \(QREncoder.libraryNames[0]) could not be loaded"
+                      + " (Debian: apt-get install libqrencode4; --no-qr hides this note)\n")
             return nil
         }
         guard let modules = encoder.modules(url) else { return nil }

@@ -8,7 +8,7 @@ import Synchronization
 
 /// Follows a flow's state stream on a task of its own and hands each state to a handler, in order.
 ///
-/// ``waitUntilHandled(_:)`` lets the command (or the demo's transport) wait until a given state has
+/// ``waitUntilHandled(_:timeout:)`` lets the command (or the demo's transport) wait until a given state has
 /// been printed, so output from different places comes out in the order things happened.
 final class StateReporter: Sendable {
     private struct Progress {
@@ -81,10 +81,18 @@ enum StateJSON {
         switch state {
         case .empty, .requestingAccessToken, .requestingDeviceCode:
             break
-        case .authorizing(_, let grant):
+        case .authorizing(_, let grant, let backchannel):
             pairs.append(("grant", .string(grant.rawValue)))
             if let authorizationURL { pairs.append(("authorization_url", .string(authorizationURL.absoluteString))) }
             if let redirectURI { pairs.append(("redirect_uri", .string(redirectURI.absoluteString))) }
+            if let backchannel {
+                pairs += [
+                    ("binding_message", .string(backchannel.bindingMessage)),
+                    ("expires_in", .int(backchannel.expiresIn)),
+                    ("interval", .int(backchannel.interval)),
+                    ("delivery_mode", .string(backchannel.deliveryMode.rawValue)),
+                ]
+            }
         case .receivedDeviceCode(_, let code):
             pairs += [
                 ("user_code", .string(code.userCode)),

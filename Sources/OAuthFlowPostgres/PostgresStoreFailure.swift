@@ -1,4 +1,4 @@
-/// Why a PostgreSQL operation failed; the ``OAuthError/underlying`` of the store's errors.
+/// Why a PostgreSQL operation failed; the ``OAuthError/Fields/underlying`` of the store's errors.
 ///
 /// Read ``isTemporary`` to decide whether to retry (the `authflow` CLI exits 75 then, and 65 for
 /// a failure that is not temporary). The ``message`` is libpq's or the server's text with every

@@ -9,7 +9,7 @@ import Synchronization
 /// A scripted authorization server served in-process through `URLProtocol`: no socket, no network.
 ///
 /// Each instance owns a unique host (`<uuid>.oauth.test`), so tests run in parallel without
-/// colliding. Script each endpoint's responses in order, run the flow with ``transport()``, then
+/// colliding. Script each endpoint's responses in order, run the flow with ``transport(maximumBodySize:)``, then
 /// assert on ``requests(_:)``. Works with Swift Testing and XCTest alike; imports neither.
 ///
 /// ```swift

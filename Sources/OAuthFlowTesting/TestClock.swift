@@ -4,8 +4,9 @@ public import OAuthFlow
 
 /// A clock whose sleeps return at once and move virtual time forward, with a matching wall clock.
 ///
-/// Pass ``clock`` and ``now`` into ``AuthFlow/Options`` to run device polling and expiry
-/// instantly; read ``sleeps`` to assert the intervals waited (RFC 8628 `interval`, `slow_down`).
+/// Pass the clock and its ``date`` into `AuthFlow.Options` (``options(refreshMargin:log:)`` does)
+/// to run device polling and expiry instantly; read ``sleeps`` to assert the intervals waited
+/// (RFC 8628 `interval`, `slow_down`).
 public final class TestClock: Clock, Sendable {
     /// A point in virtual time.
     public struct Instant: InstantProtocol, Sendable {

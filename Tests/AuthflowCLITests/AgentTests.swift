@@ -353,6 +353,48 @@ struct AgentTests {
         #expect(await agent.waitExit() == 0)
     }
 
+    @Test("a service-account key the server does not know (invalid_grant, \"Invalid JWT Signature.\"): the agent logs the key file and the account, never authflow login; authflow token through it exits 65, as without it")
+    func refusedServiceAccountKey() async throws {
+        let rig = try Rig()
+        defer { rig.remove() }
+        let accountPath = try rig.directory.serviceAccountFile(email: "sa-wrong@demo.iam.example", keyID: "k-gone", tokenURI: "\(rig.server.baseURL)/token")
+        try rig.directory.writeCatalog([#"{"id": "sa-wrong", "serviceAccountFile": "\#(accountPath)", "scopes": ["read"]}"#])
+        rig.server.script("/token", [.json(#"{"error":"invalid_grant","error_description":"Invalid JWT Signature."}"#, status: 400)])
+        let agent = try rig.start()
+        #expect(await agent.waitForStderr("ready"), "\(agent.stderr)")
+        #expect(await agent.waitForStderr("Invalid JWT Signature."), "\(agent.stderr)")
+        let logged = try #require(agent.stderr.split(separator: "\n").first { $0.contains("Invalid JWT Signature.") })
+        #expect(logged.contains("sa-wrong: token request failed, trying again later"), "\(logged)")
+        #expect(logged.contains("The provider refused the service-account key \(accountPath) (sa-wrong@demo.iam.example): "
+                                + "check that it is still valid there"), "\(logged)")
+
+        let run = try await runBinary(["token", "sa-wrong"], environment: rig.environment.merging(["AUTHFLOW_AGENT": rig.socket]) { _, new in new })
+        #expect(run.status == 65, "\(run.stderr)")
+        #expect(run.stderr.contains("agent \(rig.socket)") && run.stderr.contains("[invalid_grant]"), "answered by the agent: \(run.stderr)")
+        #expect(!run.stderr.contains("authflow login"), "\(run.stderr)")
+        #expect(rig.server.requests("/token").allSatisfy { $0.form["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer" })
+        agent.signal(SIGTERM)
+        #expect(await agent.waitExit() == 0)
+        #expect(!agent.stderr.contains("authflow login"), "\(agent.stderr)")
+        #expect(!agent.stderr.contains("a person"), "\(agent.stderr)")
+    }
+
+    @Test("the agent path of authflow token exits as the CLI's advice table says for each recovery the agent can answer")
+    func agentRecoveryStatuses() {
+        for recovery in OAuthError.Recovery.allCases {
+            let name = AgentProtocol.name(of: recovery)
+            #expect(AgentProtocol.recovery(named: name) == recovery)
+            let error = OAuthError(recovery == .retryLater ? .timedOut : recovery == .reauthorize ? .expired
+                                   : recovery == .fixConfiguration ? .configuration : .accessDenied)
+            #expect(error.recovery == recovery)
+            #expect(ErrorAdvice.status(for: recovery) == ErrorAdvice.row(for: error, ErrorAdvice.Subject()).status, "\(recovery)")
+        }
+        #expect(ErrorAdvice.status(for: .retryLater) == .temporaryFailure)
+        #expect(ErrorAdvice.status(for: .fixConfiguration) == .dataError)
+        #expect(ErrorAdvice.status(for: .reauthorize) == .denied)
+        #expect(AgentProtocol.recovery(named: "fix_request") == nil)
+    }
+
     @Test("a fleet: two agents on one store ask a person once; the other waits, and both serve the approved token")
     func fleetAsksOnce() async throws {
         let rig = try Rig()

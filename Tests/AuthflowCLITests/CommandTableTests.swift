@@ -49,6 +49,8 @@ struct CommandTableTests {
         "--sink": ("gh=/run/gh.token", "gl=/run/gl.token"), "--metrics-file": ("/run/a.prom", "/run/b.prom"),
         "--resource": ("https://api.example/mcp", "https://api.example/other"), "--issuer": ("https://a.example", "https://b.example"),
         "--max-age": ("1", "2"), "--add-header": ("X-A: 1", "X-B: 2"), "--method": ("GET", "PUT"),
+        "--requested-expiry": ("60", "120"),
+        "--listen-port": ("8400", "8401"),
     ]
 
     /// A command line for `command` that the parser takes, with `extra` (options) after its positionals.
@@ -58,6 +60,7 @@ struct CommandTableTests {
         case ("completion", "--provider-ids"): return [command] + extra
         case ("completion", _): return [command, "bash"] + extra
         case ("git-credential", _): return [command, "gh", "get"] + extra
+        case ("exec", _): return [command, "gh"] + extra + ["--", "true"]
         case ("token", "--dpop-proof"): return [command, "gh", "GET", "https://api.example/"] + extra
         case ("login", "--issuer"): return [command, "gh", "--resource", "https://api.example/mcp"] + extra
         case ("request", _): return [command, "gh", "https://api.example/x"] + extra
@@ -131,7 +134,7 @@ struct CommandTableTests {
     func helpLayout() {
         let overview = Authflow.helpText(nil)
         #expect(overview.contains("\n  providers [--json]                   list configured providers and the grants each supports\n"))
-        #expect(overview.contains("\n  login PROVIDER [--device | --browser | --client-credentials] [--scope S]... [--json]\n"
+        #expect(overview.contains("\n  login PROVIDER [--device | --browser | --paste | --client-credentials | --ciba] [--scope S]... [--json]\n"
             + String(repeating: " ", count: 39) + "log in and store the tokens\n"))
         #expect(overview.contains("\n  --config FILE    the provider catalog (JSON; see Documentation/Catalog.md)\n"))
         #expect(overview.contains("\n  --store-plaintext\n                   let a database store keep entries unencrypted (no key)\n"))

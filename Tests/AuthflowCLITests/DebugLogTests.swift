@@ -30,7 +30,8 @@ struct DebugLogTests {
             catalogEntry(id: "web", base: base, device: false, browser: true, secret: "cs-web-M2p9x",
                          redirectURI: "http://127.0.0.1/callback", userinfo: true),
             // No AUTHFLOW_DEBUG for this one: the catalog's flag alone turns its lines on.
-            #"{ "id": "svc", "clientID": "client-svc", "clientSecret": "cs-svc-T4n8w", "tokenURL": "\#(base)/token", "debug": true }"#,
+            #"{ "id": "svc", "clientID": "client-svc", "clientSecret": "cs-svc-T4n8w", "tokenURL": "\#(base)/token", "debug": true, "#
+                + #""registries": ["registry.example.com"] }"#,
         ])
         let arguments = ["--config", directory.config.path, "--store", directory.store.path]
         let debug = cleanEnvironment(directory, ["AUTHFLOW_DEBUG": "1"])
@@ -74,6 +75,13 @@ struct DebugLogTests {
         #expect(server.requests("/token").last?.form["refresh_token"] == "rt-dev-1-B8d")
         try await run("token (fresh)", ["token", "web"], debug)
         try await run("token, no debug", ["token", "web"], quiet)
+        // The helpers that hand the token on: exec puts it in COMMAND's environment, docker-credential
+        // answers it to Docker on stdout; neither shows it anywhere else.
+        try await run("exec", ["exec", "svc", "--", "sh", "-c", "exit 0"], debug)
+        let docker = try await Tool.run(try #require(Binary.url).path, arguments + ["docker-credential", "svc", "get"], environment: debug,
+                                        stdin: "registry.example.com")
+        runs.append(("docker-credential", docker.status, docker.stdout, docker.stderr))
+        #expect(docker.status == 0, "\(docker.stderr)")
         try await run("status", ["status"], debug)
         server.script("/userinfo", [.json(#"{"sub":"user-1","name":"Ada"}"#)])
         try await run("userinfo", ["userinfo", "web"], debug)
@@ -91,6 +99,9 @@ struct DebugLogTests {
                 return run.stderr
             case "token (fresh)", "token, no debug":
                 #expect(run.stdout == "at-web-E5h\n")
+                return run.stderr
+            case "docker-credential":
+                #expect(run.stdout == #"{"ServerURL":"registry.example.com","Username":"oauth2accesstoken","Secret":"at-svc-G3k"}"# + "\n")
                 return run.stderr
             case "browser login":
                 let lines = run.stdout.split(separator: "\n", omittingEmptySubsequences: false)

@@ -11,6 +11,9 @@ struct ParserTests {
          .login(LoginOptions(provider: "github", method: .device, scopes: ["read:user", "repo", "gist"], json: true))),
         (["login", "--browser", "google", "--timeout", "90"], .login(LoginOptions(provider: "google", method: .browser, timeout: 90))),
         (["login", "svc", "--client-credentials", "--scope=a"], .login(LoginOptions(provider: "svc", method: .clientCredentials, scopes: ["a"]))),
+        (["login", "corp", "--paste", "--timeout", "600"], .login(LoginOptions(provider: "corp", method: .paste, timeout: 600))),
+        (["login", "corp", "--listen-port", "8400"], .login(LoginOptions(provider: "corp", method: .browser, listenPort: 8400))),
+        (["login", "corp", "--browser", "--listen-port=65535"], .login(LoginOptions(provider: "corp", method: .browser, listenPort: 65535))),
         (["token", "github"], .token(provider: "github", json: false)),
         (["token", "github", "--json"], .token(provider: "github", json: true)),
         (["status"], .status(provider: nil, json: false)),
@@ -20,6 +23,8 @@ struct ParserTests {
         (["userinfo", "github"], .userinfo(provider: "github")),
         (["userinfo", "--store", "/s", "github"], .userinfo(provider: "github")),
         (["demo"], .demo),
+        (["exec", "github", "--", "env"], .exec(ExecOptions(bindings: [.init(provider: "github", variable: "AUTHFLOW_TOKEN")], command: ["env"]))),
+        (["docker-credential", "github", "get"], .dockerCredential(provider: "github", action: "get")),
         (["help"], .help(topic: nil)),
         (["help", "login"], .help(topic: "login")),
         (["--help"], .help(topic: nil)),
@@ -72,7 +77,15 @@ struct ParserTests {
         (["demo", "x"], "unexpected argument 'x'"),
         (["token", "a", "--device"], "unknown option '--device' for 'token'"),
         (["providers", "--local"], "unknown option '--local' for 'providers'"),
-        (["login", "a", "--device", "--browser"], "choose one of --device, --browser, --client-credentials"),
+        (["login", "a", "--device", "--browser"], "choose one of --device, --browser, --paste, --client-credentials, --ciba"),
+        (["login", "a", "--paste", "--browser"], "choose one of --device, --browser, --paste, --client-credentials, --ciba"),
+        (["login", "a", "--listen-port", "0"], "--listen-port needs a port from 1 to 65535, not '0'"),
+        (["login", "a", "--listen-port", "65536"], "--listen-port needs a port from 1 to 65535, not '65536'"),
+        (["login", "a", "--listen-port", "http"], "--listen-port needs a port from 1 to 65535, not 'http'"),
+        (["login", "a", "--paste", "--listen-port", "8400"],
+         "--listen-port is for the browser login (the loopback port its redirect comes back to); drop --paste"),
+        (["login", "a", "--device", "--listen-port", "8400"],
+         "--listen-port is for the browser login (the loopback port its redirect comes back to); drop --device"),
         (["login", "a", "--scope"], "--scope needs a value"),
         (["login", "a", "--scope", ""], "--scope needs a scope"),
         (["login", "a", "--timeout", "soon"], "--timeout needs a positive number of seconds, not 'soon'"),
@@ -108,14 +121,14 @@ struct ParserTests {
             #expect(stdout.text.contains(word), "missing \(word)")
         }
         for code in ExitCode.allCases { #expect(stdout.text.contains(code.description)) }
-        #expect(Set(ExitCode.allCases.map(\.rawValue)) == [0, 1, 64, 65, 69, 75, 77, 130])
+        #expect(Set(ExitCode.allCases.map(\.rawValue)) == [0, 1, 64, 65, 69, 75, 77, 126, 127, 130])
     }
 
     @Test("help COMMAND shows that command's options")
     func commandHelp() async {
         let (output, stdout, _) = Output.capture()
         #expect(await Authflow.run(arguments: ["help", "login"], output: output, environment: [:]) == .success)
-        for flag in ["--device", "--browser", "--client-credentials", "--scope", "--json", "--timeout"] {
+        for flag in ["--device", "--browser", "--paste", "--client-credentials", "--scope", "--json", "--timeout", "--listen-port"] {
             #expect(stdout.text.contains(flag))
         }
     }

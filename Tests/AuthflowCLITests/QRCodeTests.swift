@@ -102,17 +102,24 @@ struct QRCodeTests {
         #expect(try Authflow.parse(["login", "gh", "--no-qr"]).command == .login(LoginOptions(provider: "gh", qr: false)))
     }
 
-    @Test("without libqrencode: the text alone, and one debug line when debugging")
+    @Test("without libqrencode: the text, and a note where the code would have been drawn")
     func noLibrary() throws {
         #expect(QREncoder.load(["libqrencode-does-not-exist.so.9"]) == nil)
         #expect(QREncoder.shared != nil, "libqrencode4 is installed here (apt-get install libqrencode4)")
-        for debug in [false, true] {
-            let (output, stdout, stderr) = Output.capture(stderrIsTerminal: true)
-            let context = Context(invocation: Invocation(command: .demo), output: output,
-                                  environment: debug ? ["AUTHFLOW_DEBUG": "1", "COLUMNS": "200"] : ["COLUMNS": "200"], services: .init())
-            #expect(context.qrCode(Self.complete, forced: true, encoder: nil, provider: "gh") == nil)
+        let note = " no QR code: libqrencode.so.4 could not be loaded (Debian: apt-get install libqrencode4; --no-qr hides this note)\n"
+        // (--qr or --no-qr or neither, stderr a terminal, what stderr then shows)
+        let cases: [(Bool?, Bool, String)] = [
+            (true, false, "note:" + note),
+            (nil, true, "\u{1B}[33mnote:\u{1B}[0m" + note),
+            (false, true, ""),
+            (nil, false, ""),
+        ]
+        for (forced, terminal, said) in cases {
+            let (output, stdout, stderr) = Output.capture(stderrIsTerminal: terminal)
+            let context = Context(invocation: Invocation(command: .demo), output: output, environment: ["COLUMNS": "200"], services: .init())
+            #expect(context.qrCode(Self.complete, forced: forced, encoder: nil, provider: "gh") == nil)
             #expect(stdout.text.isEmpty)
-            #expect(stderr.text == (debug ? "authflow debug: gh: no QR code: libqrencode.so.4 could not be loaded\n" : ""))
+            #expect(stderr.text == said, "--qr: \(String(describing: forced)), terminal: \(terminal)")
         }
     }
 }

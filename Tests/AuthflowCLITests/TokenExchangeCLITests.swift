@@ -21,7 +21,7 @@ struct TokenExchangeCLITests {
         let h = try Harness()
         defer { h.directory.remove() }
         let file = h.directory.url.appendingPathComponent("subject-token")
-        try Data("eyJ.subject.token\n".utf8).write(to: file)
+        try Data("eyJhbGciOiJub25lIn0.eyJzdWIiOiJ3bCJ9.c2ln\n".utf8).write(to: file)
         try h.catalog(entry(h, #", "subjectTokenFile": "\#(file.path)", "audience": "billing""#))
         h.mock.script(.token, [Self.exchanged("at-x-1")])
         let first = await h.run(["token", "wl"])
@@ -30,7 +30,7 @@ struct TokenExchangeCLITests {
         #expect(h.mock.requests(.token).count == 1)
         let sent = try #require(h.mock.requests(.token).first)
         #expect(sent.formPairs.map(\.0) == ["grant_type", "subject_token", "subject_token_type", "audience", "scope"])
-        #expect(sent.form["subject_token"] == "eyJ.subject.token" && sent.form["audience"] == "billing")
+        #expect(sent.form["subject_token"] == "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ3bCJ9.c2ln" && sent.form["audience"] == "billing")
         let again = await h.run(["token", "wl"])
         #expect(again.stdout == "at-x-1\n" && h.mock.requests(.token).count == 1)
     }

@@ -27,33 +27,18 @@ extension Integration {
                   "scopes": ["read"]
                 }]
                 """.utf8).write(to: catalog)
-            let socket = directory.appendingPathComponent("agent.sock").path
-            let notified = directory.appendingPathComponent("notified").path
-            let environment = ["PATH": "/usr/bin:/bin", "HOME": directory.path, "NO_COLOR": "1", "no_proxy": "127.0.0.1,localhost"]
-            let agent = try RunningBinary(
-                ["--config", catalog.path, "--store", directory.appendingPathComponent("store").path, "agent", "--socket", socket,
-                 "--notify-command", "env | grep '^AUTHFLOW_' > \(notified)"],
-                environment: environment)
+            let agent = try NotifyingAgent(directory: directory, catalog: catalog)
             defer { kill(agent.pid, SIGTERM) }
 
             // The person is asked: the notify command gets the server's verification URL and user code.
-            var variables: [String: String] = [:]
-            for _ in 0..<1500 where variables["AUTHFLOW_USER_CODE"] == nil {
-                if let text = try? String(contentsOfFile: notified, encoding: .utf8) {
-                    for line in text.split(separator: "\n") {
-                        let pair = line.split(separator: "=", maxSplits: 1).map(String.init)
-                        if pair.count == 2 { variables[pair[0]] = pair[1] }
-                    }
-                }
-                if variables["AUTHFLOW_USER_CODE"] == nil { try await Task.sleep(for: .milliseconds(20)) }
-            }
+            let variables = try await notifiedVariables(agent.notified, until: "AUTHFLOW_USER_CODE")
             let userCode = try #require(variables["AUTHFLOW_USER_CODE"], "no notification; stderr: \(agent.stderr)")
             let verification = try #require(variables["AUTHFLOW_VERIFICATION_URI"].flatMap(URL.init(string:)))
             #expect(verification == server.url("/o/device/"))
             #expect(variables["AUTHFLOW_PROVIDER"] == "dot-device")
 
             // Meanwhile the client-credentials provider is served, through `authflow token`.
-            let agentEnvironment = environment.merging(["AUTHFLOW_AGENT": socket]) { _, new in new }
+            let agentEnvironment = agent.clientEnvironment
             let service = try await runBinary(["token", "dot-cc"], environment: agentEnvironment)
             #expect(service.status == 0, "stderr: \(service.stderr)")
             let serviceToken = service.stdout.trimmingCharacters(in: .newlines)

@@ -65,12 +65,7 @@ public final class ChildProcess: @unchecked Sendable {   // configured before ru
         var attributes = posix_spawnattr_t()
         guard posix_spawnattr_init(&attributes) == 0 else { throw POSIXError(.ENOMEM) }
         defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        var all = sigset_t()
-        sigemptyset(&none)
-        sigfillset(&all)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setsigdefault(&attributes, &all)
+        Self.unblockAndResetSignals(&attributes)
         posix_spawnattr_setpgroup(&attributes, 0)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
         var pid = pid_t()
@@ -123,11 +118,22 @@ public final class ChildProcess: @unchecked Sendable {   // configured before ru
         if pid > 0, isRunning { kill(pid, number) }
     }
 
-    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    /// Sets `attributes` so the child starts with every signal unblocked and at its default (with
+    /// `POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF` in its flags).
+    static func unblockAndResetSignals(_ attributes: inout posix_spawnattr_t) {
+        var none = sigset_t()
+        var all = sigset_t()
+        sigemptyset(&none)
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+    }
+
+    typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
     private typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
 
     /// glibc 2.34+ (Debian 12 has 2.36); not visible to Swift's Glibc module, so looked up.
-    private static let addCloseFrom: AddCloseFrom? = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np")
+    static let addCloseFrom: AddCloseFrom? = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np")
         .map { unsafeBitCast($0, to: AddCloseFrom.self) }
     private static let addChdir: AddChdir? = dlsym(nil, "posix_spawn_file_actions_addchdir_np")
         .map { unsafeBitCast($0, to: AddChdir.self) }

@@ -73,6 +73,8 @@ public final class TestHTTPServer: Sendable {
         public var headers: [String: String]
         /// The body.
         public var body: String
+        /// The query (after `?`), when the target has one.
+        public var query: String? = nil
 
         /// The form body (first value wins).
         public var form: [String: String] {
@@ -303,9 +305,11 @@ public final class TestHTTPServer: Sendable {
             let parts = line.split(separator: ":", maxSplits: 1)
             if parts.count == 2 { headers[parts[0].lowercased()] = parts[1].trimmingCharacters(in: .whitespaces) }
         }
-        let path = requestLine.count > 1 ? String(requestLine[1].split(separator: "?")[0]) : "/"
+        let target = requestLine.count > 1 ? requestLine[1].split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).map(String.init) : ["/"]
+        let path = target[0]
         let request = Request(method: requestLine.first ?? "", path: path, headers: headers,
-                              body: String(decoding: data[end..<min(data.count, end + contentLength)], as: UTF8.self))
+                              body: String(decoding: data[end..<min(data.count, end + contentLength)], as: UTF8.self),
+                              query: target.count > 1 ? target[1] : nil)
         let reply = inner.withLock { inner -> Reply in
             inner.requests.append(request)
             if var queue = inner.scripts[path], !queue.isEmpty {

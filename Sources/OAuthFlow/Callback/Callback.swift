@@ -46,6 +46,17 @@ public struct AuthorizationResponse: Sendable, CustomStringConvertible {
         self.duplicates = duplicates
     }
 
+    /// A response that is only a `code`: what a provider's page shows for a person to copy (a
+    /// paste-back login, ``AuthFlow/completeAuthorization(pasted:request:)``). It has no `state`,
+    /// `iss` or error to check.
+    init(code: Secret) {
+        self.code = code
+        state = nil
+        issuer = nil
+        error = nil
+        duplicates = []
+    }
+
     /// The shape of the response; never the code or state.
     public var description: String {
         "AuthorizationResponse(code: \(code == nil ? "none" : "<redacted>"), state: \(state == nil ? "none" : "<redacted>"), "

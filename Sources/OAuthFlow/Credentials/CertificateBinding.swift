@@ -10,7 +10,7 @@ import Foundation
 /// certificate's DER) in a JWT access token or an introspection answer.
 ///
 /// For a provider using `tls_client_auth` or `self_signed_tls_client_auth`, that thumbprint must be
-/// the one of ``Provider/clientCertificate``: a token bound to another certificate is useless to
+/// the one of ``Provider/Settings/clientCertificate``: a token bound to another certificate is useless to
 /// this client (and a sign of a mix-up), so it is refused before it is stored. An opaque token, a
 /// JWT without `cnf` `x5t#S256`, and every token of a provider that does not use mutual TLS are
 /// not checked. The access token's signature is not verified: it is the resource server's to check

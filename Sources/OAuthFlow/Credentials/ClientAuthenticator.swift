@@ -32,6 +32,14 @@ enum ClientAuthenticator: Sendable {
     /// `private_key_jwt` or `client_secret_jwt`: `client_id`, `client_assertion_type` and a fresh
     /// `client_assertion` in the body (RFC 7521 §4.2, RFC 7523 §2.2, OpenID Connect Core §9).
     case assertion(AssertionAuthenticator)
+    /// `private_key_jwt` with an assertion made elsewhere (``Provider/Settings/clientAssertionFile``): the
+    /// file read on every request (the platform rewrites it), its token checked (visible ASCII,
+    /// trailing newline dropped, a JWT's `exp` not passed) and sent as `client_assertion` with
+    /// `client_id` and `client_assertion_type` (RFC 7521 §4.2, RFC 7523 §2.2).
+    case assertionFile(SubjectTokenSource, providerID: String)
+    /// No client authentication and no `client_id`: an `external_account` file without
+    /// `client_id`, whose token endpoint (Google's STS) knows the caller by the subject token alone.
+    case anonymous
     /// `tls_client_auth` or `self_signed_tls_client_auth`: `client_id` in the body; the transport
     /// presents the certificate (RFC 8705 §2).
     case mutualTLS(Provider.ClientAuthentication)
@@ -39,8 +47,16 @@ enum ClientAuthenticator: Sendable {
     /// first): every request fails with this error before anything is sent.
     case unusable(OAuthError)
 
-    /// The authentication `provider`'s registration says (``Provider/clientAuthentication``).
+    /// The authentication `provider`'s registration says (``Provider/Settings/clientAuthentication``).
     init(_ provider: Provider) {
+        if provider.clientAuthentication == .privateKeyJWT, let path = provider.clientAssertionFile {
+            self = .assertionFile(SubjectTokenSource(.file(path: path, jsonField: nil), noun: "client assertion"), providerID: provider.id)
+            return
+        }
+        if provider.sendsNoClientID {
+            self = .anonymous
+            return
+        }
         switch provider.clientAuthentication {
         case .clientSecretBasic:
             self = .secretBasic(Secret(Self.basicAuthorization(clientID: provider.clientID, secret: provider.clientSecret)))
@@ -71,7 +87,7 @@ enum ClientAuthenticator: Sendable {
 
     /// Puts the client's authentication on `post`, a form POST about to be sent to `post.url`.
     /// - Throws: ``OAuthError`` as the assertion's signer throws (`.configuration`, `.crypto`), or
-    ///   the error of an ``unusable`` method.
+    ///   the error of an ``unusable(_:)`` method.
     func apply(to post: inout FormPost) async throws(OAuthError) {
         switch self {
         case .publicClient:
@@ -83,6 +99,11 @@ enum ClientAuthenticator: Sendable {
             post.fields.append(("client_secret", secret.reveal()))
         case .assertion(let authenticator):
             post.fields += try await authenticator.fields(endpoint: post.url, now: Date())
+        case .assertionFile(let file, let providerID):
+            let context = SubjectTokenSource.Context(providerID: providerID, tokenType: TokenType.jwt, transport: nil, userAgent: "", now: Date())
+            post.fields += ClientAssertion.formFields(clientID: post.clientID, assertion: try await file.token(context))
+        case .anonymous:
+            break
         case .mutualTLS:
             post.fields.append(("client_id", post.clientID))
         case .unusable(let error):
@@ -97,6 +118,8 @@ enum ClientAuthenticator: Sendable {
         case .secretBasic: "client_secret_basic"
         case .secretPost: "client_secret_post"
         case .assertion(let authenticator): authenticator.algorithm.isHMAC ? "client_secret_jwt" : "private_key_jwt"
+        case .assertionFile: "private_key_jwt (client assertion file)"
+        case .anonymous: "none (no client_id)"
         case .mutualTLS(let method): method.rawValue
         case .unusable: "unusable"
         }

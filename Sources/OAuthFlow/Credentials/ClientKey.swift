@@ -47,8 +47,8 @@ public enum SigningAlgorithm: String, Sendable, Hashable, CaseIterable {
 /// private key ever being in this process.
 ///
 /// ``ClientKey`` (a key loaded into OpenSSL) is the built-in signer. To use a key held elsewhere,
-/// conform a class to this protocol and set it as ``Provider/clientKey``, with
-/// ``Provider/clientAssertionAlgorithm`` naming the algorithm it signs with:
+/// conform a class to this protocol and set it as ``Provider/Settings/clientKey``, with
+/// ``Provider/Settings/clientAssertionAlgorithm`` naming the algorithm it signs with:
 ///
 /// ```swift
 /// final class KMSSigner: ClientAssertionSigner {
@@ -76,7 +76,7 @@ public protocol ClientAssertionSigner: AnyObject, Sendable {
 /// A private key for `private_key_jwt` client assertions, loaded once into OpenSSL.
 ///
 /// Load one from a PEM file (``init(contentsOfFile:)``; the catalog's `clientKeyFile` does this)
-/// or from PEM text (``init(pem:)``), then set it as ``Provider/clientKey``. Accepted: PKCS#8
+/// or from PEM text (``init(pem:)``), then set it as ``Provider/Settings/clientKey``. Accepted: PKCS#8
 /// (`PRIVATE KEY`), PKCS#1 RSA (`RSA PRIVATE KEY`) and SEC1 EC (`EC PRIVATE KEY`) of RSA with at
 /// least 2048 bits, P-256, P-384, P-521 or Ed25519. The key stays inside an OpenSSL object owned
 /// by this instance and freed with it; the bytes read and the decoded DER are wiped once

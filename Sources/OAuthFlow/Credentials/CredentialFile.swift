@@ -52,6 +52,28 @@ enum CredentialFile {
         return contents
     }
 
+    /// The JSON object in the file at `path` (a service-account key, an `external_account` file),
+    /// read as ``read(_:isPrivate:)`` reads it, its bytes wiped once parsed; `failure` builds the
+    /// error of a member read from it later.
+    /// - Throws: ``OAuthError`` `.configuration`: `label` followed by why the file cannot be read,
+    ///   or that it is not a JSON object; never its contents.
+    static func jsonObject(
+        _ path: String, isPrivate: Bool, label: String, failure: @escaping (String) -> OAuthError
+    ) throws(OAuthError) -> JSONObject {
+        var bytes: [UInt8]
+        do {
+            bytes = try read(path, isPrivate: isPrivate)
+        } catch {
+            throw OAuthError(.configuration, message: "\(label) \(error.reason)")
+        }
+        defer { wipe(&bytes) }
+        do {
+            return try JSONObject(try JSONValue.parse(Data(bytes)), what: label, failure: failure)
+        } catch {
+            throw OAuthError(.configuration, message: "\(label) is not a JSON object (\(error.message ?? "unreadable"))")
+        }
+    }
+
     /// Opens `path` read-only and non-blocking (a FIFO never blocks the open).
     private static func openForReading(_ path: String) throws(Problem) -> FileDescriptor {
         do {

@@ -84,18 +84,8 @@ public final class ServiceAccountKey: Sendable, CustomStringConvertible {
     ///   file's contents. `.crypto` when OpenSSL 3 cannot be loaded.
     public init(contentsOfFile path: String) throws(OAuthError) {
         let label = "service account file \(DisplayText.escape(path))"
-        var bytes: [UInt8]
-        do {
-            bytes = try CredentialFile.read(path, isPrivate: true)
-        } catch {
-            throw OAuthError(.configuration, message: "\(label) \(error.reason)")
-        }
-        defer { wipe(&bytes) }
-        let object: JSONObject
-        do {
-            object = try JSONObject(try JSONValue.parse(Data(bytes)), what: label) { OAuthError(.configuration, message: "\(label): \($0)") }
-        } catch {
-            throw OAuthError(.configuration, message: "\(label) is not a JSON object (\(error.message ?? "unreadable"))")
+        let object = try CredentialFile.jsonObject(path, isPrivate: true, label: label) { reason in
+            OAuthError(.configuration, message: "\(label): \(reason)")
         }
         func member(_ name: String) throws(OAuthError) -> String {
             guard let value = try? object.string(name), !value.isEmpty else {

@@ -6,7 +6,7 @@ import Foundation
 
 /// A PKCE verifier and its S256 challenge ([RFC 7636](https://www.rfc-editor.org/rfc/rfc7636)).
 ///
-/// Made for you by ``AuthFlow/authorizationRequest(provider:scopes:parameters:)``; only S256 is
+/// Made for you by ``AuthFlow/authorizationRequest(provider:scopes:parameters:usePKCE:resources:)``; only S256 is
 /// supported (`plain` is not offered, RFC 9700 §2.1.1).
 public struct PKCE: Sendable {
     /// The `code_verifier`, sent only with the code exchange.

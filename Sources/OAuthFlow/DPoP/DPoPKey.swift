@@ -17,7 +17,7 @@ public enum DPoPMode: String, Sendable, Hashable, CaseIterable {
 /// Signs DPoP proofs (RFC 9449 §4.2) with a key held elsewhere: an HSM, a TPM, a cloud KMS.
 ///
 /// The flow makes and keeps a key of its own for each DPoP provider unless you set
-/// ``Provider/dpopKey``: a ``ClientKey`` (a PEM file), or a class of your own that conforms:
+/// ``Provider/Settings/dpopKey``: a ``ClientKey`` (a PEM file), or a class of your own that conforms:
 ///
 /// ```swift
 /// final class KMSProofKey: DPoPSigner {
@@ -30,7 +30,7 @@ public enum DPoPMode: String, Sendable, Hashable, CaseIterable {
 /// }
 /// ```
 ///
-/// Set ``Provider/dpopAlgorithm`` to the algorithm it signs with. A signer you give is never
+/// Set ``Provider/Settings/dpopAlgorithm`` to the algorithm it signs with. A signer you give is never
 /// stored; see `Documentation/Security.md`.
 public protocol DPoPSigner: ClientAssertionSigner {
     /// The public key's required JWK members (RFC 7638 §3.2): `kty` and, for EC `crv`, `x`, `y`;

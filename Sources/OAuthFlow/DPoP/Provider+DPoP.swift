@@ -5,8 +5,8 @@ import Foundation
 #endif
 
 extension Provider {
-    /// The algorithm DPoP proofs are signed with: ``dpopAlgorithm``, else the ``ClientKey``'s
-    /// default when ``dpopKey`` is one, else ES256.
+    /// The algorithm DPoP proofs are signed with: ``Settings/dpopAlgorithm``, else the ``ClientKey``'s
+    /// default when ``Settings/dpopKey`` is one, else ES256.
     public var effectiveDPoPAlgorithm: SigningAlgorithm {
         if let dpopAlgorithm = self.dpopAlgorithm { return dpopAlgorithm }
         if let key = self.dpopKey as? ClientKey { return key.defaultAlgorithm }

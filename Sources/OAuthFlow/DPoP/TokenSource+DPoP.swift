@@ -29,7 +29,7 @@ extension TokenSource {
     /// For HTTP clients other than an ``HTTPTransport`` (``AuthorizingTransport`` does this for
     /// you, and retries a `use_dpop_nonce` answer); call it once per request.
     /// - Throws: what ``tokenSet()`` throws; `.configuration` for a DPoP-bound token without a
-    ///   key (one stored before the key was, or a ``Provider/dpopKey`` removed since);
+    ///   key (one stored before the key was, or a ``Provider/Settings/dpopKey`` removed since);
     ///   `.invalidResponse` for a token an HTTP header cannot carry; what the signer throws.
     public func authorizationHeaders(method: String, url: URL) async throws(OAuthError) -> AuthorizationHeaders {
         let set = try await tokenSet()

@@ -6,9 +6,9 @@ public import Foundation
 
 /// The one error OAuthFlow throws: what happened, where, and what to do next.
 ///
-/// Switch on ``code`` to decide; read ``recovery`` for the next step (retry later,
+/// Switch on ``Fields/code`` to decide; read ``recovery`` for the next step (retry later,
 /// reauthorize, fix the configuration). A server's RFC 6749 §5.2 error body is parsed into
-/// ``response``. `description` never contains a secret, a response body, or a URL query.
+/// ``Fields/response``. `description` never contains a secret, a response body, or a URL query.
 @dynamicMemberLookup
 public struct OAuthError: Error, Sendable, Equatable {
     /// What kind of failure this is; an open set, so new codes break no `switch`.
@@ -25,9 +25,9 @@ public struct OAuthError: Error, Sendable, Equatable {
         public static let configuration = Code(.configuration)
         /// The request did not reach the server or the connection failed; retry later.
         public static let transport = Code(.transport)
-        /// The server answered with an unexpected HTTP status and no §5.2 body; see ``OAuthError/httpStatus``.
+        /// The server answered with an unexpected HTTP status and no §5.2 body; see ``OAuthError/Fields/httpStatus``.
         public static let httpStatus = Code(.httpStatus)
-        /// The server sent an RFC 6749 §5.2 error; see ``OAuthError/response``.
+        /// The server sent an RFC 6749 §5.2 error; see ``OAuthError/Fields/response``.
         public static let serverRejected = Code(.serverRejected)
         /// The user or the server denied the request (`access_denied`, RFC 6749 §4.1.2.1, RFC 8628 §3.5).
         public static let accessDenied = Code(.accessDenied)
@@ -43,7 +43,7 @@ public struct OAuthError: Error, Sendable, Equatable {
         /// `azp`, `exp`/`iat`/`nbf`, `nonce`, `at_hash`/`c_hash` or `auth_time`. The message names the failed
         /// check, never the token; nothing was stored. Log in again (``Recovery/reauthorize``).
         public static let idTokenRejected = Code(.idTokenRejected)
-        /// The secret store could not read or write; see the message and ``OAuthError/underlying``.
+        /// The secret store could not read or write; see the message and ``OAuthError/Fields/underlying``.
         public static let storage = Code(.storage)
         /// A cryptographic primitive failed.
         public static let crypto = Code(.crypto)
@@ -55,7 +55,7 @@ public struct OAuthError: Error, Sendable, Equatable {
         public static let timedOut = Code(.timedOut)
         /// A protected resource asked for more than the token carries: a scope
         /// (`insufficient_scope`, RFC 6750 §3.1) or a stronger or more recent authentication
-        /// (`insufficient_user_authentication`, RFC 9470 §3). ``OAuthError/challenge`` says what it
+        /// (`insufficient_user_authentication`, RFC 9470 §3). ``OAuthError/Fields/challenge`` says what it
         /// asked; a person logs in again with it (``AuthFlow/stepUpRequest(provider:challenge:)``).
         public static let stepUpRequired = Code(.stepUpRequired)
 
@@ -87,13 +87,15 @@ public struct OAuthError: Error, Sendable, Equatable {
         case registration
         /// A protected resource or its metadata (RFC 9728, RFC 6750 §3).
         case resource
+        /// The backchannel authentication endpoint (OpenID Connect CIBA Core 1.0 §7).
+        case backchannelAuthentication
     }
 
     /// The next step that can help.
-    public enum Recovery: String, Sendable, Hashable {
+    public enum Recovery: String, Sendable, Hashable, CaseIterable {
         /// Try the same call again later; the failure is temporary.
         case retryLater
-        /// Run an interactive grant again (browser or device login).
+        /// Run an interactive grant again (browser or device login): a person can help.
         case reauthorize
         /// Fix the provider configuration, credentials, or the call's arguments.
         case fixConfiguration
@@ -127,6 +129,10 @@ public struct OAuthError: Error, Sendable, Equatable {
         /// What a protected resource asked for (``Code/stepUpRequired``), read from its
         /// `WWW-Authenticate` challenge (RFC 6750 §3, RFC 9470 §3); nil for other errors.
         public var challenge: ResourceChallenge? = nil
+        /// The grant whose token request failed (`.refreshToken` for a refresh), when the token
+        /// endpoint's exchange did; it decides whether a refused grant is a person's to redo
+        /// (``Recovery/reauthorize``) or a credential's to fix (``Recovery/fixConfiguration``).
+        public var grant: GrantType? = nil
     }
 
     /// The fields behind one reference (``CopyOnWrite``).
@@ -149,6 +155,12 @@ public struct OAuthError: Error, Sendable, Equatable {
     }
 
     /// What the caller should do next.
+    ///
+    /// A refused grant (`invalid_grant`, `invalid_token`) is ``Recovery/reauthorize`` when a person
+    /// can redo it (a code, a device login, a refresh: see ``GrantType/needsPerson``), and
+    /// ``Recovery/fixConfiguration`` for a grant no person logs in to (client credentials, a
+    /// JWT-bearer assertion, a token exchange): there the key, the secret or the subject token was
+    /// refused, and only a fixed credential helps.
     public var recovery: Recovery {
         switch self.code {
         case .transport, .timedOut: return .retryLater
@@ -157,7 +169,7 @@ public struct OAuthError: Error, Sendable, Equatable {
             return status == 429 || status >= 500 ? .retryLater : .fixConfiguration
         case .serverRejected:
             switch self.response?.code {
-            case .invalidGrant?, .invalidToken?: return .reauthorize
+            case .invalidGrant?, .invalidToken?: return self.grant?.needsPerson == false ? .fixConfiguration : .reauthorize
             case .temporarilyUnavailable?, .serverError?, .slowDown?, .authorizationPending?: return .retryLater
             default: return .fixConfiguration
             }
@@ -172,11 +184,12 @@ public struct OAuthError: Error, Sendable, Equatable {
     /// True when retrying the same call later can succeed.
     public var isRetryable: Bool { recovery == .retryLater }
 
-    /// Equal when code, provider, endpoint, status, §5.2 body and message agree (the underlying error is ignored).
+    /// Equal when code, provider, endpoint, status, §5.2 body, message and grant agree (the underlying error is ignored).
     public static func == (lhs: OAuthError, rhs: OAuthError) -> Bool {
         lhs.code == rhs.code && lhs.providerID == rhs.providerID && lhs.endpoint == rhs.endpoint
             && lhs.httpStatus == rhs.httpStatus && lhs.response == rhs.response && lhs.message == rhs.message
             && lhs.challenge == rhs.challenge
+            && lhs.grant == rhs.grant
     }
 }
 
@@ -210,7 +223,7 @@ extension OAuthError: CustomDebugStringConvertible, CustomReflectable {
     /// What `dump` and debuggers show: the same fields as ``description``, with the underlying
     /// error as its type only. The underlying error itself is not reflected, because a `URLError`'s
     /// `userInfo` holds the failing URL, query and all, and other errors may hold worse; nor is the
-    /// server's `error_uri` (read it from ``response``).
+    /// server's `error_uri` (read it from ``Fields/response``).
     public var customMirror: Mirror {
         var children: [(label: String?, value: Any)] = [("code", self.code.description)]
         if let providerID = self.providerID { children.append(("providerID", DisplayText.escape(providerID))) }

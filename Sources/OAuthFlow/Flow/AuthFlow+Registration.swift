@@ -238,7 +238,7 @@ extension AuthFlow {
     /// provider asks for and the current token holds, plus those the resource asked for, and its
     /// `acr_values` and `max_age` ([RFC 9470 §4](https://www.rfc-editor.org/rfc/rfc9470#section-4)).
     ///
-    /// Get the challenge from the `.stepUpRequired` error (``OAuthError/challenge``) that
+    /// Get the challenge from the `.stepUpRequired` error (``OAuthError/Fields/challenge``) that
     /// ``AuthorizingTransport`` or ``TokenSource/stepUpError(status:headers:)`` gives. Nothing runs
     /// without a person: send them to ``AuthorizationRequest/url`` and complete it with
     /// ``completeAuthorization(callbackURL:)`` as for any browser login.

@@ -9,8 +9,8 @@ import Synchronization
 ///
 /// Create one per process with your providers and a store; it restores what the store holds and
 /// publishes `.authorized` for each. Then run a grant (``authorizeWithDeviceCode(provider:scopes:)``,
-/// ``authorizationRequest(provider:scopes:parameters:)`` + ``completeAuthorization(callbackURL:)``,
-/// ``clientCredentials(provider:scopes:)``) and call ``accessToken(for:)`` whenever you need a token:
+/// ``authorizationRequest(provider:scopes:parameters:usePKCE:resources:)`` + ``completeAuthorization(callbackURL:)``,
+/// ``clientCredentials(provider:scopes:resources:)``) and call ``accessToken(for:)`` whenever you need a token:
 /// it is answered from memory while valid, and refreshed once for all concurrent callers when not.
 /// Subscribe to ``states`` to watch.
 public actor AuthFlow {

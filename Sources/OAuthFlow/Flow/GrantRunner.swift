@@ -33,11 +33,12 @@ extension AuthFlow {
     // MARK: JWT bearer and token exchange
 
     /// Gets a token with the JWT-bearer grant (RFC 7523 §2.1), signed with the provider's
-    /// service-account key or, for catalog `grant: "jwt-bearer"`, its client key.
+    /// service-account key or, for catalog `grant: "jwt-bearer"`, its client key — or with the
+    /// pre-made assertion its ``Provider/subjectTokenSource`` gives.
     ///
     /// Signs a fresh assertion (for a service account: RS256, `kid` = `private_key_id`, `iss` =
     /// `client_email`; with a client key: its algorithm, `kid` = `clientKeyID`, `iss` = the client
-    /// id; both: `aud` = the token endpoint, `scope`, `sub` = ``Provider/serviceAccountSubject``
+    /// id; both: `aud` = the token endpoint, `scope`, `sub` = ``Provider/Settings/serviceAccountSubject``
     /// when set, valid one hour) and exchanges it. No refresh token is issued:
     /// ``accessToken(for:)`` runs this again by itself when the token is due, single-flight like
     /// client credentials. Publishes `.requestingAccessToken` then `.authorized`. See
@@ -53,7 +54,7 @@ extension AuthFlow {
             try await JWTBearerGrant.request(
                 provider, tokenURL: try await discovery.requiredEndpoint(.token, client(for: provider)), scopes: scopes ?? provider.scopes,
                 subject: provider.serviceAccountSubject,
-                resources: resources ?? provider.resources, now: options.now())
+                resources: resources ?? provider.resources, now: options.now(), assertion: try await premadeAssertion(provider))
         }.authorization
     }
 
@@ -65,8 +66,9 @@ extension AuthFlow {
     /// provider's client authentication. The result is stored and published like any grant's; its
     /// ``Authorization/issuedTokenType`` says what was issued (``TokenType``). A response whose
     /// `token_type` is `N_A` is accepted only when the issued token is not an access token
-    /// (§2.2.1). No person is needed: a provider whose catalog entry has `subjectTokenFile` is
-    /// exchanged again by ``accessToken(for:)`` whenever its token is due. See
+    /// (§2.2.1). No person is needed: a provider with a ``Provider/subjectTokenSource`` (catalog
+    /// `subjectTokenSource`, `subjectTokenFile` or `externalAccountFile`) is exchanged again by
+    /// ``accessToken(for:)`` whenever its token is due, with a token asked of the source again. See
     /// [RFC 8693 §2](https://www.rfc-editor.org/rfc/rfc8693#section-2).
     /// - Parameters:
     ///   - subjectToken: the token that says who the request is for (a Kubernetes or CI JWT, or
@@ -95,7 +97,8 @@ extension AuthFlow {
                     subjectToken: subjectToken, subjectTokenType: subjectTokenType ?? configured?.subjectTokenType ?? TokenType.jwt,
                     actorToken: actorToken, actorTokenType: actorTokenType, audience: audience ?? configured?.audience ?? [],
                     resources: resources ?? provider.resources, scopes: scopes ?? provider.scopes,
-                    requestedTokenType: requestedTokenType ?? configured?.requestedTokenType),
+                    requestedTokenType: requestedTokenType ?? configured?.requestedTokenType, options: configured?.options,
+                    impersonation: configured?.impersonation),
                 provider: provider)
         }.authorization
     }
@@ -141,6 +144,90 @@ extension AuthFlow {
     public func authorizeWithDeviceCode(provider: String, scopes: [String]? = nil) async throws(OAuthError) -> Authorization {
         let code = try await requestDeviceCode(provider: provider, scopes: scopes)
         return try await pollDeviceAuthorization(code)
+    }
+
+    // MARK: CIBA (OpenID Connect Client-Initiated Backchannel Authentication)
+
+    /// Asks the provider to ask the person `request` names, on their own device (CIBA Core §7.1).
+    ///
+    /// Show the returned request's ``BackchannelAuthentication/bindingMessage`` and
+    /// ``BackchannelAuthentication/expiresAt`` to the local user, then call
+    /// ``pollBackchannelAuthentication(_:)``. Everything in `request` is checked before anything is
+    /// sent. The request carries the client's authentication (every method the provider has; a
+    /// public client is refused). In ping mode a fresh `client_notification_token` goes with it.
+    /// Publishes `.authorizing(provider:grant:backchannel:)` with the request. See
+    /// [CIBA Core §7](https://openid.net/specs/openid-client-initiated-backchannel-authentication-core-1_0.html#rfc.section.7).
+    /// - Throws: ``OAuthError`` `.configuration` for a public client, no endpoint, no hint, a
+    ///   binding message with a control character or over
+    ///   ``BackchannelAuthenticationRequest/maximumBindingMessageLength`` characters, a user code
+    ///   the provider's metadata does not accept (`backchannel_user_code_parameter_supported`);
+    ///   `.serverRejected` for a §13 error (`unknown_user_id`, `invalid_binding_message`,
+    ///   `missing_user_code`, `invalid_user_code`, `invalid_client`…); `.accessDenied`;
+    ///   `.invalidResponse` for an acknowledgement without a usable `auth_req_id` or `expires_in`; `.transport`.
+    public func requestBackchannelAuthentication(
+        provider id: String, _ request: BackchannelAuthenticationRequest = BackchannelAuthenticationRequest()
+    ) async throws(OAuthError) -> BackchannelAuthentication {
+        let provider = try resolve(id)
+        let authentication = try await reporting(id) { () async throws(OAuthError) in
+            let client = client(for: provider)
+            // The checks that need no network come first: nothing is fetched for a request that cannot be sent.
+            _ = try BackchannelAuthenticationGrant.fields(request, provider: provider, notificationToken: nil)
+            let url = try await discovery.requiredEndpoint(.backchannelAuthentication, client)
+            if request.userCode != nil, provider.issuer != nil, !(try await discovery.metadata(client).backchannelUserCodeParameterSupported) {
+                throw OAuthError(.configuration, providerID: id, endpoint: .backchannelAuthentication, message: """
+                    the provider's metadata does not say backchannel_user_code_parameter_supported: it takes no user code; \
+                    log in without one
+                    """)
+            }
+            return try await BackchannelAuthenticationGrant.start(request, client: client, url: url, now: options.now)
+        }
+        // Ping mode: a ping that comes before the poll starts is kept for it.
+        _ = tokenEndpoint(for: provider).pings.register(authentication, now: options.now())
+        publish(.authorizing(provider: id, grant: .ciba, backchannel: authentication))
+        return authentication
+    }
+
+    /// Polls until the person approves or denies, or the request expires; stores the tokens
+    /// (CIBA Core §10.1, §11).
+    ///
+    /// Waits `interval` seconds between polls; `slow_down` adds 5 s for the rest of the flow and
+    /// republishes `.authorizing` with the new interval; never polls past `expires_in`. In ping
+    /// mode, ``receiveBackchannelNotification(authorization:body:)`` cuts a wait short. The ID
+    /// token is validated as the code flow's is (without a nonce). Cancel the task to stop
+    /// promptly. Publishes `.requestingAccessToken` once tokens arrive, then `.authorized`; or `.error`.
+    /// - Throws: ``OAuthError`` `.accessDenied` (the person said no; some servers say it too for a
+    ///   request already used), `.expired`, `.cancelled`, `.serverRejected` (`invalid_grant`), `.idTokenRejected`,
+    ///   `.transport`, `.storage`; `.reauthorizationRequired` when the provider was logged out while polling.
+    @discardableResult
+    public func pollBackchannelAuthentication(_ authentication: BackchannelAuthentication) async throws(OAuthError) -> Authorization {
+        try await run(authentication.providerID) { _ in BackchannelAuthenticationGrant.request(polling: authentication) }.authorization
+    }
+
+    /// Runs a whole CIBA login: ask the person, publish the request (show its binding message), poll, store.
+    ///
+    /// Subscribers see `.authorizing` (with the ``BackchannelAuthentication``), then
+    /// `.requestingAccessToken` and `.authorized`.
+    /// - Throws: what ``requestBackchannelAuthentication(provider:_:)`` and ``pollBackchannelAuthentication(_:)`` throw.
+    @discardableResult
+    public func authorizeWithBackchannel(
+        provider id: String, _ request: BackchannelAuthenticationRequest = BackchannelAuthenticationRequest()
+    ) async throws(OAuthError) -> Authorization {
+        let authentication = try await requestBackchannelAuthentication(provider: id, request)
+        return try await pollBackchannelAuthentication(authentication)
+    }
+
+    /// Hands the flow a ping your notification endpoint received (CIBA Core §10.2): wakes the
+    /// poll of the ping-mode request it names, which then asks for the tokens at once.
+    ///
+    /// Call it from the HTTP handler of the endpoint registered as the client's
+    /// `backchannel_client_notification_endpoint`, with the request's `Authorization` header and
+    /// body; answer `204 No Content` when it returns true, `401` otherwise. A ping names a request
+    /// by its `client_notification_token` (the bearer) and its `auth_req_id`, both compared in
+    /// constant time; one that names no request being polled changes nothing. It never throws:
+    /// a ping is only a hint, and the poll goes on at its interval without one.
+    public nonisolated func receiveBackchannelNotification(authorization: String?, body: Data) -> Bool {
+        guard let token = BackchannelPings.bearer(authorization), let id = BackchannelPings.authRequestID(inPing: body) else { return false }
+        return endpointList.contains { $0.pings.deliver(token: token, authRequestID: id) }
     }
 
     // MARK: Authorization code (the callback; the request is in Flow/AuthFlow+AuthorizationRequest.swift)
@@ -193,6 +280,66 @@ extension AuthFlow {
         return try await complete(response, request: request)
     }
 
+    /// Completes a browser login from what the person pasted back: the full URL the browser
+    /// ended on, or the bare `code` a provider's page showed (a paste-back login).
+    ///
+    /// For a person who signs in on another device, whose browser's redirect cannot reach this
+    /// machine: show `request.url`, take one line from your own UI and pass it here. Nothing
+    /// listens; the redirect URI is the provider's (a loopback one whose page fails to load, a
+    /// custom scheme, an https page). `request` must be pending in this flow (made by
+    /// ``authorizationRequest(provider:scopes:parameters:usePKCE:resources:)``) and leaves it
+    /// whatever happens (single use). A URL is read by the parser of ``AuthorizationResponse`` and
+    /// must be for `request.redirectURI`, with no parameter repeated and a `state` equal to
+    /// `request.state` (constant time); then, as for ``completeAuthorization(callbackURL:)``, the
+    /// request must be unexpired, `iss` must match (RFC 9207), an `error` is thrown as such, and
+    /// the code is exchanged with the PKCE verifier. A bare code carries nothing to check and is
+    /// taken only with PKCE (RFC 7636: only this request's verifier redeems a code issued for
+    /// it); it is refused by an issuer whose metadata advertises
+    /// `authorization_response_iss_parameter_supported` (RFC 9207 §2.4). Publishes `.error`, or
+    /// `.requestingAccessToken` then `.authorized`. See
+    /// [RFC 6749 §4.1.2](https://www.rfc-editor.org/rfc/rfc6749#section-4.1.2).
+    /// - Parameters:
+    ///   - pasted: the line as typed; surrounding blanks and line ends are ignored. At most
+    ///     ``AuthorizationResponse/maximumPastedLength`` bytes of printable ASCII.
+    ///   - request: the request whose URL the person opened.
+    /// - Throws: ``OAuthError`` `.invalidCallback` for text that is neither (a control character,
+    ///   too long, another redirect URI, a repeated parameter, no query, a bare code without PKCE or
+    ///   from an RFC 9207 issuer, a wrong `iss`); `.stateMismatch` for a missing or wrong `state`, a
+    ///   request not pending or expired; `.accessDenied` or `.serverRejected` for an `error`; then
+    ///   what ``completeAuthorization(callbackURL:)`` throws for the exchange.
+    @discardableResult
+    public func completeAuthorization(pasted: String, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
+        let response = try await reporting(request.providerID) { () throws(OAuthError) in
+            // Single use, as for a redirect: the request leaves the pending list whatever happens next.
+            guard let index = pending.firstIndex(where: { $0.state.constantTimeEquals(request.state) }) else {
+                throw OAuthError(.stateMismatch, endpoint: .authorization, message: """
+                    this authorization request is not pending in this flow (completed already, expired, or made by another); \
+                    start a new one
+                    """)
+            }
+            pending.remove(at: index)
+            switch try AuthorizationResponse.pasted(pasted, redirectURI: request.redirectURI) {
+            case .redirect(let response):
+                guard let state = response.state else {
+                    throw OAuthError(.stateMismatch, endpoint: .authorization, message: "the pasted URL carries no state")
+                }
+                guard state.constantTimeEquals(request.state) else {
+                    throw OAuthError(.stateMismatch, endpoint: .authorization, message: "the pasted URL's state is not this login's")
+                }
+                return response
+            case .code(let code):
+                guard request.codeVerifier != nil else {
+                    throw OAuthError(.invalidCallback, endpoint: .authorization, message: """
+                        a bare code is taken only with PKCE, and this request has none: paste the whole URL, whose state \
+                        ties it to this login
+                        """)
+                }
+                return AuthorizationResponse(code: code)
+            }
+        }
+        return try await complete(response, request: request)
+    }
+
     /// After the callback named `request`: unexpired, then the code exchange through the runner.
     private func complete(_ response: AuthorizationResponse, request: AuthorizationRequest) async throws(OAuthError) -> Authorization {
         do { try checkRequestURIExpiry(of: request) } catch { throw fail(request.providerID, error) }
@@ -231,7 +378,7 @@ extension AuthFlow {
 
     /// The steps every grant shares, after the ticket: the grant's request (`make`; its failure
     /// publishes `.error` before anything else), `.requestingAccessToken`, the exchange
-    /// (``TokenEndpoint/exchange(_:onSlowDown:)``: endpoint, client authentication, DPoP proof,
+    /// (``TokenEndpoint/exchange(_:onPoll:)``: endpoint, client authentication, DPoP proof,
     /// post, response, ID token and certificate-binding checks), then ``commit(_:ticket:locked:what:)``.
     /// A failure publishes `.error` and is rethrown.
     /// - Parameter locked: true when the caller already holds the store's lock on the provider (a renewal).
@@ -240,14 +387,14 @@ extension AuthFlow {
     ) async throws(OAuthError) -> TokenSet {
         let grant: GrantRequest
         do { grant = try await make(provider) } catch { throw fail(provider.id, error) }
-        if !grant.isDevicePoll { publish(.requestingAccessToken(provider: provider.id)) }
+        if !grant.isPolled { publish(.requestingAccessToken(provider: provider.id)) }
         let set: TokenSet
         do throws(TokenEndpoint.Failure) {
-            var onSlowDown: (@Sendable (DeviceCode) async -> Void)?
-            if grant.isDevicePoll {
-                onSlowDown = { [weak self] raised in await self?.publishSlowDown(raised) }
+            var onPoll: (@Sendable (PollEvent) async -> Void)?
+            if grant.isPolled {
+                onPoll = { [weak self] event in await self?.publishPoll(event) }
             }
-            set = try await tokenEndpoint(for: provider).exchange(grant, onSlowDown: onSlowDown)
+            set = try await tokenEndpoint(for: provider).exchange(grant, onPoll: onPoll)
         } catch {
             switch error {
             case .request(let error):
@@ -262,8 +409,20 @@ extension AuthFlow {
         return set
     }
 
-    private func publishSlowDown(_ code: DeviceCode) {
-        publish(.receivedDeviceCode(provider: code.providerID, code))
+    /// A poll's states: `slow_down` republishes the device code or the CIBA request with its new
+    /// interval; a CIBA answer with tokens is `.requestingAccessToken` (the person approved), while
+    /// the device grant goes from its code to `.authorized`.
+    private func publishPoll(_ event: PollEvent) {
+        switch event {
+        case .slowedDown(.device(let code)):
+            publish(.receivedDeviceCode(provider: code.providerID, code))
+        case .slowedDown(.backchannel(let authentication)):
+            publish(.authorizing(provider: authentication.providerID, grant: .ciba, backchannel: authentication))
+        case .answered(.backchannel(let authentication)):
+            publish(.requestingAccessToken(provider: authentication.providerID))
+        case .answered(.device):
+            break
+        }
     }
 
     /// Remembers that `previous`'s refresh token was rejected, so a dead refresh token is not

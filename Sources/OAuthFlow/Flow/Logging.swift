@@ -7,7 +7,7 @@ import Foundation
 /// One log event from OAuthFlow: shapes and names, never a secret value.
 ///
 /// Receive events through ``AuthFlow/Options/log``. Debug events come only for providers with
-/// ``Provider/debug`` set.
+/// ``Provider/Settings/debug`` set.
 public struct LogRecord: Sendable, CustomStringConvertible {
     /// How important the event is.
     public enum Level: String, Sendable, Comparable {

@@ -17,10 +17,14 @@ import Synchronization
 ///   the JWT-bearer grant) and expired refreshable tokens are renewed before anyone asks;
 /// - every new token set (restored, refreshed, fetched, logged in) is handed to the event handler
 ///   in order, as ``Event/authorized(_:)``, for a ``TokenSink`` or a cache of your own;
-/// - a failed renewal that may pass (network, 5xx, a lock) is tried again after ``retryDelay``,
-///   doubling up to ``maximumRetryDelay``, instead of waiting for a caller;
-/// - a failure only a person can fix (`invalid_grant`, nothing stored for a person's grant) is
-///   reported once as ``Event/needsAuthorization(provider:_:)`` and not retried;
+/// - a failed renewal that may pass (network, 5xx, a lock), or that a fixed configuration can
+///   end (a refused service-account key, client secret or subject token: recovery
+///   ``OAuthError/Recovery/fixConfiguration``), is reported as ``Event/failed(provider:_:)`` and
+///   tried again after ``retryDelay``, doubling up to ``maximumRetryDelay``, instead of waiting
+///   for a caller;
+/// - a failure only a person can fix (recovery ``OAuthError/Recovery/reauthorize``: a refused
+///   refresh token, nothing stored for a person's grant) is reported once as
+///   ``Event/needsAuthorization(provider:_:)`` and not retried;
 /// - ``statuses`` counts refreshes and failures per provider, for metrics.
 ///
 /// ```swift
@@ -40,10 +44,13 @@ public final class RefreshScheduler: Sendable {
     public enum Event: Sendable {
         /// A new token set is in the flow: restored at start, refreshed, fetched again, or logged in.
         case authorized(TokenSet)
-        /// A renewal failed in a way that may pass; it is tried again after a delay.
+        /// A renewal failed in a way that may pass, or that fixing the configuration or a refused
+        /// credential ends (a service account's key: no person logs in for it); it is tried again
+        /// after a delay.
         case failed(provider: String, OAuthError)
-        /// Only a person can help: the refresh token was refused, or nothing is stored for a grant
-        /// that needs a user. Reported once until the provider is authorized again.
+        /// Only a person can help (the error's recovery is ``OAuthError/Recovery/reauthorize``): the
+        /// refresh token was refused, or nothing is stored for a grant that needs a user. Reported
+        /// once until the provider is authorized again.
         case needsAuthorization(provider: String, OAuthError)
     }
 

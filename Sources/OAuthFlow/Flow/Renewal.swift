@@ -174,29 +174,47 @@ extension AuthFlow {
     }
 
     /// The request of `grant` (one that needs no person) for `provider`, built now: a fresh
-    /// JWT-bearer assertion, or the subject token read again from its file.
-    /// - Throws: ``OAuthError`` `.configuration` (a missing or empty subject token file, named);
-    ///   `.crypto` when signing fails.
+    /// JWT-bearer assertion (or the pre-made one its subject token source gives), or the subject
+    /// token asked of its source again.
+    /// - Throws: ``OAuthError`` as the source throws (``SubjectTokenSource``: a missing file, a
+    ///   failed fetch or command, an expired token, each naming the source); `.crypto` when signing fails.
     func onDemandRequest(_ grant: GrantType, _ provider: Provider, scopes: [String]) async throws(OAuthError) -> GrantRequest {
         switch grant {
         case .jwtBearer:
             return try await JWTBearerGrant.request(
                 provider, tokenURL: try await discovery.requiredEndpoint(.token, client(for: provider)), scopes: scopes,
-                subject: provider.serviceAccountSubject, resources: provider.resources, now: options.now())
+                subject: provider.serviceAccountSubject, resources: provider.resources, now: options.now(),
+                assertion: try await premadeAssertion(provider))
         case .tokenExchange:
-            guard let settings = provider.tokenExchange else {
-                throw OAuthError(.configuration, providerID: provider.id,
-                                 message: "\"\(provider.id)\" has no subjectTokenFile to exchange; call exchangeToken(provider:subjectToken:…) instead")
+            guard let settings = provider.tokenExchange, let subjectToken = try await sourceToken(provider, as: settings.subjectTokenType) else {
+                throw OAuthError(.configuration, providerID: provider.id, message: "\"\(provider.id)\" has no subjectTokenSource to exchange; "
+                    + "call exchangeToken(provider:subjectToken:…) instead")
             }
-            let subjectToken = try SubjectTokenFile.read(settings.subjectTokenFile, providerID: provider.id)
             return try TokenExchangeGrant.request(
                 TokenExchangeGrant.Parameters(
                     subjectToken: subjectToken, subjectTokenType: settings.subjectTokenType, actorToken: nil, actorTokenType: nil,
                     audience: settings.audience, resources: provider.resources, scopes: scopes,
-                    requestedTokenType: settings.requestedTokenType),
+                    requestedTokenType: settings.requestedTokenType, options: settings.options, impersonation: settings.impersonation),
                 provider: provider)
         default:
             return try ClientCredentialsGrant.request(provider, scopes: scopes, resources: provider.resources)
         }
+    }
+
+    /// The token `provider`'s ``Provider/subjectTokenSource`` gives now, checked for a token of
+    /// `type`; nil when it has no source. A URL source's GET goes through the flow's transport.
+    /// - Throws: what ``SubjectTokenSource`` throws, naming the source.
+    func sourceToken(_ provider: Provider, as type: String) async throws(OAuthError) -> Secret? {
+        guard let source = provider.subjectTokenSource else { return nil }
+        return try await source.token(SubjectTokenSource.Context(
+            providerID: provider.id, tokenType: type, transport: transport, userAgent: provider.userAgent ?? options.userAgent,
+            now: options.now()))
+    }
+
+    /// The JWT-bearer grant's pre-made assertion: the subject token source's JWT, when the
+    /// provider has a source and no service-account key; nil when the grant signs its own.
+    func premadeAssertion(_ provider: Provider) async throws(OAuthError) -> Secret? {
+        guard provider.serviceAccount == nil else { return nil }
+        return try await sourceToken(provider, as: TokenType.jwt)
     }
 }

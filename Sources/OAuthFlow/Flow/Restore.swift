@@ -60,7 +60,7 @@ extension AuthFlow {
     /// For a short-lived process that answers a fresh token without making a flow (`authflow
     /// token`), or one that looks at a store other processes write (whether a login is stored
     /// already): read the entry with ``SecretStore/load(_:)``, and on nil make an ``AuthFlow`` and
-    /// call ``tokenSet(for:)``, which renews. Check ``TokenSet/needsReauthorization`` before using
+    /// call ``tokenSet(for:)``, which renews. Check ``TokenSet/Fields/needsReauthorization`` before using
     /// the set for a person's grant.
     /// - Throws: ``OAuthError`` `.storage` as ``restore()`` would report for the entry.
     public static func freshStoredSet(

@@ -8,16 +8,18 @@ import Synchronization
 extension AuthFlow {
     /// Where a flow is; published through ``AuthFlow/states`` on every transition.
     ///
-    /// No case carries a token: ``Authorization`` and ``DeviceCode`` show only what a person
-    /// or a log may see, and ``OAuthError`` never prints a secret.
+    /// No case carries a token: ``Authorization``, ``DeviceCode`` and ``BackchannelAuthentication``
+    /// show only what a person or a log may see, and ``OAuthError`` never prints a secret.
     public enum State: Sendable, Equatable, CustomStringConvertible {
         /// Nothing is authorized for `provider`: after ``AuthFlow/clear(provider:)``,
         /// ``AuthFlow/revoke(provider:)``, or a logout another process made. With `provider` nil,
         /// for no provider: at start, and after ``AuthFlow/clear()`` (every provider). Other
         /// providers may still be authorized; read ``AuthFlow/authorizations`` to know.
         case empty(provider: String?)
-        /// An interactive grant started: the user is at the authorization URL.
-        case authorizing(provider: String, grant: GrantType)
+        /// An interactive grant started: the user is at the authorization URL, or (CIBA, with
+        /// `backchannel`) the person is being asked on their own device; show its binding message
+        /// and expiry. Published again when `slow_down` raises a CIBA request's interval.
+        case authorizing(provider: String, grant: GrantType, backchannel: BackchannelAuthentication? = nil)
         /// A token request is in flight (code exchange, client credentials, refresh).
         case requestingAccessToken(provider: String)
         /// The device authorization request is in flight (RFC 8628 §3.1).
@@ -41,7 +43,7 @@ extension AuthFlow {
         public var providerID: String? {
             switch self {
             case .empty(let provider), .error(let provider, _): return provider
-            case .authorizing(let provider, _), .requestingAccessToken(let provider),
+            case .authorizing(let provider, _, _), .requestingAccessToken(let provider),
                  .requestingDeviceCode(let provider), .receivedDeviceCode(let provider, _),
                  .authorized(let provider, _):
                 return provider
@@ -65,7 +67,8 @@ extension AuthFlow {
         public var description: String {
             switch self {
             case .empty(let provider): return provider.map { "empty(\($0))" } ?? "empty"
-            case .authorizing(let provider, let grant): return "authorizing(\(provider), \(grant.rawValue))"
+            case .authorizing(let provider, let grant, nil): return "authorizing(\(provider), \(grant.rawValue))"
+            case .authorizing(let provider, let grant, let backchannel?): return "authorizing(\(provider), \(grant.rawValue), \(backchannel))"
             case .requestingAccessToken(let provider): return "requestingAccessToken(\(provider))"
             case .requestingDeviceCode(let provider): return "requestingDeviceCode(\(provider))"
             case .receivedDeviceCode(let provider, let code): return "receivedDeviceCode(\(provider), \(code))"

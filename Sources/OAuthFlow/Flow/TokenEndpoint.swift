@@ -6,14 +6,16 @@ import Foundation
 
 /// The token endpoint exchange every grant goes through: one per provider, made with the flow.
 ///
-/// ``exchange(_:onSlowDown:)`` reads top to bottom:
+/// ``exchange(_:onPoll:)`` reads top to bottom:
 ///
 ///     the DPoP key (when the provider uses DPoP)
 ///     → the endpoint (the catalog's, else discovered)
 ///     → client authentication (an assertion's algorithm checked against the metadata; the
 ///       authentication itself is applied to each attempt by the provider's EndpointClient)
-///     → the POST with its retries, each attempt with a fresh DPoP proof (or the device poll)
-///     → the response (RFC 6749 §5.1)
+///     → the POST with its retries, each attempt with a fresh DPoP proof (or the poll of the
+///       device and CIBA grants)
+///     → the response (RFC 6749 §5.1), and the grant's follow-up on it when it has one
+///       (Google's service-account impersonation)
 ///     → the checks: the ID token, a certificate-bound access token's `cnf`
 ///     → the token set to keep
 ///
@@ -22,7 +24,7 @@ import Foundation
 /// flow: discovery, the signing keys and the cached tokens' DPoP key are read through the
 /// ``Discovery`` and ``TokenCache`` the flow shares with it.
 final class TokenEndpoint: Sendable {
-    /// How ``exchange(_:onSlowDown:)`` failed: in the request (which a refresh's runner reads for a
+    /// How ``exchange(_:onPoll:)`` failed: in the request (which a refresh's runner reads for a
     /// dead refresh token), or in the checks of an answer the server gave.
     enum Failure: Error {
         case request(OAuthError)
@@ -41,6 +43,9 @@ final class TokenEndpoint: Sendable {
     let now: @Sendable () -> Date
     /// How far an ID token's times may be off.
     let clockSkew: TimeInterval
+    /// The provider's CIBA requests waiting for a ping (ping mode), which
+    /// ``AuthFlow/receiveBackchannelNotification(authorization:body:)`` wakes.
+    let pings = BackchannelPings()
 
     init(client: EndpointClient, discovery: Discovery, tokens: TokenCache, options: AuthFlow.Options) {
         self.client = client
@@ -54,18 +59,18 @@ final class TokenEndpoint: Sendable {
     var provider: Provider { client.provider }
 
     /// Sends `grant` to the token endpoint and returns the token set to keep, its ID token
-    /// validated; `onSlowDown` receives a polled device code whose interval `slow_down` raised.
+    /// validated; `onPoll` follows a polled grant (`slow_down`, then the answer with tokens).
     /// - Throws: ``Failure/request(_:)`` with what the DPoP key, the endpoint, the client
     ///   authentication check or the request throws (a refusal read by the grant: see
     ///   ``GrantRequest/read(_:)``); ``Failure/checks(_:)`` with `.idTokenRejected`, what fetching
     ///   the keys throws, or `.invalidResponse` for a token bound to another certificate.
-    func exchange(_ grant: GrantRequest, onSlowDown: (@Sendable (DeviceCode) async -> Void)? = nil) async throws(Failure) -> TokenSet {
+    func exchange(_ grant: GrantRequest, onPoll: (@Sendable (PollEvent) async -> Void)? = nil) async throws(Failure) -> TokenSet {
         let response: TokenResponse
         let proof: DPoPProver?
         do {
             // Checked here too, so a provider without DPoP (most) makes no async call for it.
             proof = provider.dpop == .off ? nil : try await prover(previous: grant.previous)
-            response = try await request(grant, proof: proof, onSlowDown: onSlowDown)
+            response = try await request(grant, proof: proof, onPoll: onPoll)
         } catch {
             throw .request(error)
         }
@@ -83,9 +88,9 @@ final class TokenEndpoint: Sendable {
     // MARK: The request
 
     /// The endpoint, the client-authentication check, then the grant's request: one POST with its
-    /// retries, or the device poll.
+    /// retries, or the poll.
     private func request(
-        _ grant: GrantRequest, proof: DPoPProver?, onSlowDown: (@Sendable (DeviceCode) async -> Void)?
+        _ grant: GrantRequest, proof: DPoPProver?, onPoll: (@Sendable (PollEvent) async -> Void)?
     ) async throws(OAuthError) -> TokenResponse {
         // The catalog's token endpoint, when it has one, without the async call that would also
         // look for a discovered one (requiredEndpoint's first step is the same lookup).
@@ -100,9 +105,11 @@ final class TokenEndpoint: Sendable {
         do {
             switch grant.exchange {
             case .post(let fields, let scope):
-                return try await post(fields, to: url, retrying: scope, proof: proof)
-            case .devicePoll(let code):
-                return try await poll(code, url: url, proof: proof, onSlowDown: onSlowDown)
+                let response = try await post(fields, to: url, retrying: scope, proof: proof)
+                guard let followUp = grant.followUp else { return response }
+                return try await followUp(response, client, now())
+            case .poll(let pending):
+                return try await poll(pending, url: url, proof: proof, onPoll: onPoll)
             }
         } catch {
             throw grant.read(error)
@@ -119,27 +126,47 @@ final class TokenEndpoint: Sendable {
         return try TokenResponse(object, dpop: proof == nil ? .off : provider.dpop == .required ? .required : .enabled)
     }
 
-    /// Polls for `code` until the user acts, the code expires, or the task is cancelled (RFC 8628
-    /// §3.4–3.5); each refusal is read by the grant (``DeviceAuthorizationGrant/Poll``).
+    /// Polls for `pending` until the person acts, the time is up, or the task is cancelled: the
+    /// one loop of the device grant (RFC 8628 §3.4–3.5) and CIBA (CIBA Core §7.3, §10.1, §11);
+    /// each refusal is read by ``Poll``, and what differs between the grants by
+    /// ``PolledAuthorization``. In CIBA's ping mode a ping cuts the wait short (``pause(_:for:cancelled:)``).
     private func poll(
-        _ code: DeviceCode, url: URL, proof: DPoPProver?, onSlowDown: (@Sendable (DeviceCode) async -> Void)?
+        _ pending: PolledAuthorization, url: URL, proof: DPoPProver?, onPoll: (@Sendable (PollEvent) async -> Void)?
     ) async throws(OAuthError) -> TokenResponse {
-        var poll = DeviceAuthorizationGrant.Poll(code)
-        let fields = DeviceAuthorizationGrant.fields(polling: code)
+        var poll = Poll(pending)
+        let fields = pending.fields
+        let ping = pending.awaitingPings.flatMap { pings.register($0, now: now()) }
+        defer { if let ping { pings.unregister(ping) } }
         while true {
             let wait = try poll.wait(at: now())
-            do {
-                try await clock.sleep(for: .seconds(wait))
-            } catch {
-                throw DeviceAuthorizationGrant.cancelled(code)
-            }
+            try await pause(wait, for: ping, cancelled: pending.cancelled)
             try poll.checkUnexpired(at: now())
             do {
-                return try await post(fields, to: url, proof: proof)
+                let response = try await post(fields, to: url, proof: proof)
+                await onPoll?(.answered(poll.pending))
+                return response
             } catch {
-                if try poll.read(error, log: client.log) { await onSlowDown?(poll.code) }
+                if try poll.read(error, log: client.log) { await onPoll?(.slowedDown(poll.pending)) }
             }
         }
+    }
+
+    /// Sleeps `seconds` on the flow's clock; with a registered ping (CIBA ping mode), only until
+    /// it arrives.
+    /// - Throws: `cancelled` when the task is cancelled.
+    private func pause(_ seconds: Double, for ping: UInt64?, cancelled: @autoclosure () -> OAuthError) async throws(OAuthError) {
+        guard let ping else {
+            do { try await clock.sleep(for: .seconds(seconds)) } catch { throw cancelled() }
+            return
+        }
+        let clock = clock, pings = pings
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await clock.sleep(for: .seconds(seconds)) }
+            group.addTask { await pings.wait(ping) }
+            _ = await group.next()
+            group.cancelAll()
+        }
+        if Task.isCancelled { throw cancelled() }
     }
 
     /// Before a token request: when the provider signs client assertions and has an issuer whose
@@ -163,7 +190,7 @@ final class TokenEndpoint: Sendable {
 
     /// The prover of the provider's DPoP proofs, or nil when the provider does not use DPoP.
     ///
-    /// The key is ``Provider/dpopKey`` when set; else the key kept with the provider's tokens
+    /// The key is ``Provider/Settings/dpopKey`` when set; else the key kept with the provider's tokens
     /// (`previous`, then the cached set), else the one made earlier in this process (the client's
     /// ``DPoPKeySlot``), else a new one. The algorithm must be one the server's
     /// `dpop_signing_alg_values_supported` lists, when its metadata has that member (RFC 9449 §5.1).
@@ -213,9 +240,9 @@ final class TokenEndpoint: Sendable {
     /// ID token only when it was validated.
     private func checked(_ response: TokenResponse, of grant: GrantRequest) async throws(OAuthError) -> TokenSet {
         let time = now()
-        // Without an id_token only an authorization code answer can be refused for it (the step's own
-        // rule), so the other grants skip the async call.
-        let idToken = response.idToken == nil && grant.grant != .authorizationCode
+        // Without an id_token only an authorization code or CIBA answer can be refused for it (the
+        // step's own rule), so the other grants skip the async call.
+        let idToken = response.idToken == nil && !grant.grant.requiresIDToken
             ? nil : try await verifiedIDToken(response, of: grant, now: time)
         try CertificateBinding.check(accessToken: response.accessToken, provider: provider)
         var set: TokenSet
@@ -233,9 +260,10 @@ final class TokenEndpoint: Sendable {
     /// - An `id_token` in the answer is validated (``IDTokenValidator``) against the provider's
     ///   issuer and client id, its keys (``Discovery/withSigningKeys(_:_:)``) and the allowed
     ///   algorithms; authorization code: with the nonce sent and `c_hash`/`at_hash`; refresh: `iss`,
-    ///   `sub`, `aud` kept from the previous ID token, no nonce; device and client credentials: no nonce.
-    /// - None in an authorization code answer for which `openid` was requested (and not refused in
-    ///   the answer's `scope`) is a rejection: OpenID Connect Core §3.1.3.3 makes it required.
+    ///   `sub`, `aud` kept from the previous ID token, no nonce; device, CIBA and client credentials: no nonce.
+    /// - None in an authorization code or CIBA answer for which `openid` was requested (and not
+    ///   refused in the answer's `scope`) is a rejection: OpenID Connect Core §3.1.3.3 and CIBA
+    ///   Core §10.1.1 make it required.
     /// - A provider without `issuer` cannot have its ID tokens validated: nil is returned (the
     ///   token is then dropped, see ``keepOnlyValidated(_:of:_:in:)``) and a warning naming only the
     ///   token's shape is logged.
@@ -243,9 +271,10 @@ final class TokenEndpoint: Sendable {
     func verifiedIDToken(_ response: TokenResponse, of grant: GrantRequest, now: Date) async throws(OAuthError) -> IDToken? {
         guard let token = response.idToken else {
             let openIDGranted = response.scope.map { $0.split(separator: " ").contains("openid") } ?? true
-            if grant.previous == nil, grant.grant == .authorizationCode, grant.requestedScopes.contains("openid"), openIDGranted {
+            if grant.previous == nil, grant.grant.requiresIDToken, grant.requestedScopes.contains("openid"), openIDGranted {
+                let rule = grant.grant == .ciba ? "CIBA Core §10.1.1" : "OpenID Connect Core §3.1.3.3"
                 throw OAuthError(.idTokenRejected, providerID: provider.id, endpoint: .token,
-                                 message: "openid was requested but the token response has no id_token (OpenID Connect Core §3.1.3.3)")
+                                 message: "openid was requested but the token response has no id_token (\(rule))")
             }
             return nil
         }

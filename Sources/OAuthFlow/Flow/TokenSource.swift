@@ -109,7 +109,7 @@ extension TokenSource {
     /// The error a resource's refusal means when it asks for more than the token carries: a 401
     /// or 403 whose `WWW-Authenticate` challenge says `insufficient_scope` (RFC 6750 §3.1) or
     /// `insufficient_user_authentication` (RFC 9470 §3) gives ``OAuthError`` `.stepUpRequired`,
-    /// with what it asked in ``OAuthError/challenge``; any other answer gives nil.
+    /// with what it asked in ``OAuthError/Fields/challenge``; any other answer gives nil.
     ///
     /// For HTTP clients other than an ``HTTPTransport`` (``AuthorizingTransport`` throws it for
     /// you). Show the person what was asked and run ``AuthFlow/stepUpRequest(provider:challenge:)``;

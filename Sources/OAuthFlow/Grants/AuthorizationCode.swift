@@ -6,7 +6,7 @@ public import Foundation
 
 /// A started authorization code request: the URL to open and what the callback is checked against.
 ///
-/// Made by ``AuthFlow/authorizationRequest(provider:scopes:parameters:)``. Send the user to ``url``;
+/// Made by ``AuthFlow/authorizationRequest(provider:scopes:parameters:usePKCE:resources:)``. Send the user to ``url``;
 /// finish with ``AuthFlow/completeAuthorization(callbackURL:)``. A web back end that runs several
 /// instances can keep this value in its session (it is `Codable`; the secrets in it are only
 /// `state`, the PKCE verifier and the nonce) and finish with

@@ -8,10 +8,6 @@ import Foundation
 enum DeviceAuthorizationGrant {
     /// Default polling interval when the response has none (RFC 8628 §3.2).
     static let defaultInterval = 5
-    /// What `slow_down` adds, for this and every later request (RFC 8628 §3.5).
-    static let slowDownIncrement = 5
-    /// Transport failures in a row after which polling gives up.
-    static let maximumConsecutiveTransportFailures = 5
 
     /// Requests a device code and user code (RFC 8628 §3.1–3.2), with the client's authentication.
     static func requestCode(scopes: [String], client: EndpointClient, url: URL, now: Date) async throws(OAuthError) -> DeviceCode {
@@ -22,9 +18,9 @@ enum DeviceAuthorizationGrant {
     }
 
     /// The token request for `code`: the token endpoint polls with it (``TokenEndpoint``, reading
-    /// each refusal with ``Poll``).
+    /// each refusal with ``Poll``, Grants/Polling.swift).
     static func request(polling code: DeviceCode) -> GrantRequest {
-        GrantRequest(.devicePoll(code), grant: .deviceCode, requestedScopes: code.scopes)
+        GrantRequest(.poll(.device(code)), grant: .deviceCode, requestedScopes: code.scopes)
     }
 
     /// What each poll sends (RFC 8628 §3.4): the grant type and the device code.
@@ -76,63 +72,5 @@ enum DeviceAuthorizationGrant {
 
     static func cancelled(_ code: DeviceCode) -> OAuthError {
         OAuthError(.cancelled, providerID: code.providerID, endpoint: .token, message: "device authorization polling was cancelled")
-    }
-
-    /// Where polling stands (RFC 8628 §3.4–3.5): the code, whose interval each `slow_down` raises
-    /// for the rest of the flow; the wait before the next request; the transport failures in a row.
-    ///
-    /// The token endpoint sleeps ``wait(at:)``, checks ``checkUnexpired(at:)``, posts
-    /// ``fields(polling:)``, and hands each refusal to ``read(_:log:)``, until an answer comes.
-    struct Poll {
-        private(set) var code: DeviceCode
-        private var wait: Int
-        private var transportFailures = 0
-
-        init(_ code: DeviceCode) {
-            self.code = code
-            self.wait = code.interval
-        }
-
-        /// Seconds to sleep before the next request at `now`: the wait, or the time left before
-        /// `expires_in` when that is shorter. Never past the code's expiry: `interval: 100000`
-        /// with `expires_in: 3` ends after 3 s, and repeated `slow_down` cannot overshoot `expires_in`.
-        /// - Throws: ``OAuthError`` `.expired` when the code has expired.
-        func wait(at now: Date) throws(OAuthError) -> Double {
-            let left = code.expiresAt.timeIntervalSince(now)
-            guard left > 0 else { throw expired(code) }
-            return min(Double(wait), left)
-        }
-
-        /// - Throws: ``OAuthError`` `.expired` when the code has expired at `now` (after a sleep).
-        func checkUnexpired(at now: Date) throws(OAuthError) {
-            guard now < code.expiresAt else { throw expired(code) }
-        }
-
-        /// Reads the token endpoint's refusal of a poll: `authorization_pending` waits the interval
-        /// again; `slow_down` adds 5 s to it (true: publish the code with its new interval); a
-        /// transport failure backs off (the interval doubled for each in a row), up to
-        /// ``maximumConsecutiveTransportFailures``.
-        /// - Throws: `error` when it ends the polling (`access_denied`, `expired_token`, any other).
-        mutating func read(_ error: OAuthError, log: Logger) throws(OAuthError) -> Bool {
-            switch error.response?.code {
-            case .authorizationPending?:
-                transportFailures = 0
-                wait = code.interval
-                return false
-            case .slowDown?:
-                transportFailures = 0
-                code.interval += slowDownIncrement
-                wait = code.interval
-                log.info(code.providerID, "slow_down: polling interval raised to \(code.interval) s")
-                return true
-            default:
-                guard error.code == .transport, transportFailures < maximumConsecutiveTransportFailures else { throw error }
-                // RFC 8628 §3.5: back off on connection problems, then keep polling.
-                transportFailures += 1
-                wait = code.interval << transportFailures
-                log.warning(code.providerID, "device poll failed to connect; retrying in \(wait) s")
-                return false
-            }
-        }
     }
 }

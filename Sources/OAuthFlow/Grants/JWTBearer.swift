@@ -11,15 +11,22 @@ enum JWTBearerGrant {
     ///
     /// With a service-account key (``ServiceAccountKey``): RS256, `kid` = `private_key_id`, `iss`
     /// = `client_email`, `aud` = the token endpoint called, `sub` = `subject` when given. With
-    /// ``Provider/clientKey`` (catalog `grant: "jwt-bearer"` with `clientKeyFile`): the key's
+    /// ``Provider/Settings/clientKey`` (catalog `grant: "jwt-bearer"` with `clientKeyFile`): the key's
     /// algorithm (or `clientAssertionAlgorithm`), `kid` = `clientKeyID`, `iss` = the client id,
     /// `sub` = `subject` or else the client id (RFC 7523 §3 requires one), `aud` = the token
-    /// endpoint. Valid at most one hour. Retried only when the request cannot have reached the
-    /// server: a retry sends the same assertion.
+    /// endpoint. Valid at most one hour. With `assertion` (a pre-made one, from the provider's
+    /// ``Provider/subjectTokenSource``), that is sent as it is and nothing is signed. Retried only
+    /// when the request cannot have reached the server: a retry sends the same assertion.
     /// - Throws: ``OAuthError`` `.configuration` without a key; `.crypto` when signing fails.
     static func request(
-        _ provider: Provider, tokenURL: URL, scopes: [String], subject: String?, resources: [URL] = [], now: Date
+        _ provider: Provider, tokenURL: URL, scopes: [String], subject: String?, resources: [URL] = [], now: Date,
+        assertion premade: Secret? = nil
     ) async throws(OAuthError) -> GrantRequest {
+        if let premade {
+            var fields = JWTBearerAssertion.fields(assertion: premade, scopes: scopes)
+            try ResourceIndicators.append(resources, to: &fields, provider: provider)
+            return GrantRequest(.post(fields, retrying: .beforeResponse), grant: .jwtBearer, requestedScopes: scopes)
+        }
         let parameters: JWTBearerAssertion.Parameters
         let signer: any ClientAssertionSigner
         if let account = provider.serviceAccount {

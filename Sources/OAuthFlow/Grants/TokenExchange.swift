@@ -52,12 +52,18 @@ enum TokenExchangeGrant {
         var resources: [URL]
         var scopes: [String]
         var requestedTokenType: String?
+        /// Google STS's `options` (JSON text), from an `external_account` file.
+        var options: String? = nil
+        /// Google's service-account impersonation, run on the exchange's answer before it is checked.
+        var impersonation: ServiceAccountImpersonation? = nil
     }
 
     /// The request: `grant_type`, `subject_token`, `subject_token_type`, then `actor_token` and
-    /// `actor_token_type`, `requested_token_type`, each `audience`, each `resource` and `scope`
-    /// when given. Retried only when it cannot have reached the server: a subject token may be
-    /// single use at the server.
+    /// `actor_token_type`, `requested_token_type`, each `audience`, each `resource`, `scope` and
+    /// Google's `options` when given. Retried only when it cannot have reached the server: a
+    /// subject token may be single use at the server. With an impersonation, the answer is
+    /// exchanged again for the service account's token (``ServiceAccountImpersonation``) before
+    /// the checks.
     /// - Throws: ``OAuthError`` `.configuration` for a type that is not an absolute URI, an
     ///   actor token without its type (or a type without a token, §2.1), or an invalid resource.
     static func request(_ parameters: Parameters, provider: Provider) throws(OAuthError) -> GrantRequest {
@@ -96,43 +102,15 @@ enum TokenExchangeGrant {
         }
         try ResourceIndicators.append(parameters.resources, to: &fields, provider: provider)
         if !parameters.scopes.isEmpty { fields.append(("scope", parameters.scopes.joined(separator: " "))) }
-        return GrantRequest(.post(fields, retrying: .beforeResponse), grant: .tokenExchange, requestedScopes: parameters.scopes)
-    }
-}
-
-/// Reads a token-exchange subject token from its file (catalog `subjectTokenFile`) on every exchange.
-enum SubjectTokenFile {
-    /// The largest subject token file read (a JWT of a few KiB in practice).
-    static let maximumBytes = 64 * 1024
-
-    /// The token in the file at `path`: trailing line breaks and spaces dropped; the rest must be
-    /// visible ASCII (a JWT, or any opaque token).
-    /// - Throws: ``OAuthError`` `.configuration` naming the file and what is wrong (missing, not a
-    ///   regular file, empty, too large, not a token); never the file's contents.
-    static func read(_ path: String, providerID: String) throws(OAuthError) -> Secret {
-        let label = "the subject token file \(DisplayText.escape(path))"
-        var bytes: [UInt8]
-        do {
-            bytes = try CredentialFile.read(path, isPrivate: false)
-        } catch {
-            throw OAuthError(.configuration, providerID: providerID, message: "\(label) \(error.reason)")
+        if let options = parameters.options { fields.append(("options", options)) }
+        var followUp: GrantRequest.FollowUp?
+        if let impersonation = parameters.impersonation {
+            let scopes = parameters.scopes
+            followUp = { response, client, now throws(OAuthError) in
+                try await impersonation.exchange(response, scopes: scopes, client: client, now: now)
+            }
         }
-        defer { wipe(&bytes) }
-        guard bytes.count <= maximumBytes else {
-            throw OAuthError(.configuration, providerID: providerID, message: "\(label) is larger than \(maximumBytes >> 10) KiB")
-        }
-        var end = bytes.count
-        while end > 0, bytes[end - 1] == UInt8(ascii: "\n") || bytes[end - 1] == UInt8(ascii: "\r")
-            || bytes[end - 1] == UInt8(ascii: " ") || bytes[end - 1] == UInt8(ascii: "\t") {
-            end -= 1
-        }
-        guard end > 0 else {
-            throw OAuthError(.configuration, providerID: providerID, message: "\(label) is empty (only white space)")
-        }
-        guard bytes[..<end].allSatisfy({ (0x21...0x7E).contains($0) }) else {
-            throw OAuthError(.configuration, providerID: providerID,
-                             message: "\(label) does not hold one token: it has characters outside visible ASCII (such as spaces or several lines)")
-        }
-        return Secret(String(decoding: bytes[..<end], as: UTF8.self))
+        return GrantRequest(.post(fields, retrying: .beforeResponse), grant: .tokenExchange, requestedScopes: parameters.scopes,
+                            followUp: followUp)
     }
 }

@@ -22,7 +22,7 @@
 ///   second attempt answers is returned, unless it is a step-up (below).
 /// - A 401 or 403 whose challenge asks for more than the token carries — `insufficient_scope`
 ///   (RFC 6750 §3.1) or `insufficient_user_authentication` (RFC 9470 §3) — is thrown as
-///   ``OAuthError`` `.stepUpRequired` with what was asked (``OAuthError/challenge``); nothing
+///   ``OAuthError`` `.stepUpRequired` with what was asked (``OAuthError/Fields/challenge``); nothing
 ///   logs in by itself (``AuthFlow/stepUpRequest(provider:challenge:)`` does, with a person).
 ///   A 401 or 403 whose `WWW-Authenticate` holds a control character is `.invalidResponse`.
 ///   Any other 401 (or 403) is returned unchanged.

@@ -95,7 +95,7 @@ public struct TokenSet: Sendable, Codable {
     public var isBearer: Bool { self.tokenType.lowercased() == "bearer" }
 
     /// True when `token_type` is `DPoP` (RFC 9449 §5): the token is bound to the provider's DPoP
-    /// key and is sent with a proof (``AuthorizingTransport``, ``TokenSource/dpopHeaders(method:url:)``).
+    /// key and is sent with a proof (``AuthorizingTransport``, ``TokenSource/authorizationHeaders(method:url:)``).
     public var isDPoPBound: Bool { TokenSyntax.isDPoP(self.tokenType) }
 
     /// True when the access token expires within `margin` of `now` (never, without an expiry).
@@ -161,6 +161,22 @@ public enum GrantType: String, Sendable, Hashable, Codable, CaseIterable {
     case jwtBearer = "urn:ietf:params:oauth:grant-type:jwt-bearer"
     /// Token exchange (RFC 8693 §2.1): a subject token, such as a workload's JWT, for a token of this provider.
     case tokenExchange = "urn:ietf:params:oauth:grant-type:token-exchange"
+    /// Client-initiated backchannel authentication (OpenID Connect CIBA Core 1.0 §10.1): the
+    /// person approves on their own device, found by a hint.
+    case ciba = "urn:openid:params:grant-type:ciba"
+}
+
+extension GrantType {
+    /// True for the grants a person takes part in (authorization code, device authorization, CIBA)
+    /// and for refresh, which renews a person's login; false for the grants a program runs alone with
+    /// its own credential (client credentials, JWT bearer, token exchange), whose refusal a login
+    /// cannot fix (``OAuthError/recovery``).
+    public var needsPerson: Bool {
+        switch self {
+        case .authorizationCode, .deviceCode, .ciba, .refreshToken: return true
+        case .clientCredentials, .jwtBearer, .tokenExchange: return false
+        }
+    }
 }
 
 /// The device authorization response a person acts on ([RFC 8628 §3.2](https://www.rfc-editor.org/rfc/rfc8628#section-3.2)).

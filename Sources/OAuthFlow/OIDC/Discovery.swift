@@ -62,12 +62,13 @@ final class Discovery: Sendable {
         throw OAuthError(.configuration, providerID: provider.id, endpoint: endpoint, message: message)
     }
 
-    /// True for a provider only the client credentials grant can serve: confidential, and neither
-    /// an authorization nor a device endpoint, written or discovered.
+    /// True for a provider only the client credentials grant can serve: confidential, and no
+    /// authorization, device or backchannel authentication endpoint, written or discovered.
     func isServiceOnly(_ client: EndpointClient) async throws(OAuthError) -> Bool {
         guard client.provider.isConfidential else { return false }
         if try await endpointURL(.authorization, client) != nil { return false }
-        return try await endpointURL(.deviceAuthorization, client) == nil
+        if try await endpointURL(.deviceAuthorization, client) != nil { return false }
+        return try await endpointURL(.backchannelAuthentication, client) == nil
     }
 
     /// The catalog's URL of `endpoint`, if written.
@@ -81,6 +82,7 @@ final class Discovery: Sendable {
         case .userinfo: provider.userinfoURL
         case .endSession: provider.endSessionURL
         case .pushedAuthorization: provider.pushedAuthorizationURL
+        case .backchannelAuthentication: provider.backchannelAuthenticationURL
         case .discovery, .registration, .resource: nil
         }
     }
@@ -96,6 +98,7 @@ final class Discovery: Sendable {
         case .userinfo: "userinfoURL"
         case .endSession: "endSessionURL"
         case .pushedAuthorization: "pushedAuthorizationURL"
+        case .backchannelAuthentication: "backchannelAuthenticationURL"
         case .discovery: "jwksURL"
         case .registration: "registration"
         case .resource: "resource"

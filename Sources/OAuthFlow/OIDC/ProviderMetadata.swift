@@ -52,6 +52,13 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
     public var requirePushedAuthorizationRequests: Bool
     /// `registration_endpoint` (RFC 7591 §3, RFC 8414 §2): where clients register dynamically.
     public var registrationEndpoint: URL?
+    /// `backchannel_authentication_endpoint` (OpenID Connect CIBA Core 1.0 §4).
+    public var backchannelAuthenticationEndpoint: URL?
+    /// `backchannel_token_delivery_modes_supported` (CIBA Core §4): `poll`, `ping`, `push`.
+    public var backchannelTokenDeliveryModesSupported: [String]?
+    /// `backchannel_user_code_parameter_supported` (CIBA Core §4); false when absent. Without it,
+    /// a CIBA request with a `user_code` is refused before it is sent.
+    public var backchannelUserCodeParameterSupported: Bool
     /// Every member of the document as sent, including those without a typed property.
     public var document: [String: JSONValue]
 
@@ -75,6 +82,9 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         pushedAuthorizationRequestEndpoint = try endpoint("pushed_authorization_request_endpoint")
         requirePushedAuthorizationRequests = try json.bool("require_pushed_authorization_requests") ?? false
         registrationEndpoint = try endpoint("registration_endpoint")
+        backchannelAuthenticationEndpoint = try endpoint("backchannel_authentication_endpoint")
+        backchannelTokenDeliveryModesSupported = try json.strings("backchannel_token_delivery_modes_supported")
+        backchannelUserCodeParameterSupported = try json.bool("backchannel_user_code_parameter_supported") ?? false
         scopesSupported = try json.strings("scopes_supported")
         responseTypesSupported = try json.strings("response_types_supported")
         grantTypesSupported = try json.strings("grant_types_supported")
@@ -97,6 +107,7 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         case .endSession: endSessionEndpoint
         case .pushedAuthorization: pushedAuthorizationRequestEndpoint
         case .registration: registrationEndpoint
+        case .backchannelAuthentication: backchannelAuthenticationEndpoint
         case .discovery, .resource: nil
         }
     }
@@ -112,6 +123,7 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         case .userinfo: "userinfo_endpoint"
         case .endSession: "end_session_endpoint"
         case .pushedAuthorization: "pushed_authorization_request_endpoint"
+        case .backchannelAuthentication: "backchannel_authentication_endpoint"
         case .discovery: "jwks_uri"
         case .registration: "registration_endpoint"
         case .resource: "authorization_servers"
@@ -123,7 +135,7 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
     func mutualTLSAlias(for endpoint: OAuthError.Endpoint) -> URL? {
         guard case .object(let aliases)? = document["mtls_endpoint_aliases"] else { return nil }
         switch endpoint {
-        case .token, .revocation, .introspection, .deviceAuthorization, .userinfo, .pushedAuthorization: break
+        case .token, .revocation, .introspection, .deviceAuthorization, .userinfo, .pushedAuthorization, .backchannelAuthentication: break
         case .authorization, .endSession, .discovery: return nil   // reached by the browser, or fetched without the certificate
         case .registration, .resource: return nil   // registration is sent without client authentication (RFC 7591 §3)
         }
@@ -138,6 +150,7 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
             ("authorization", authorizationEndpoint), ("token", tokenEndpoint), ("device", deviceAuthorizationEndpoint),
             ("userinfo", userinfoEndpoint), ("revocation", revocationEndpoint), ("introspection", introspectionEndpoint),
             ("endSession", endSessionEndpoint), ("jwks", jwksURI), ("pushedAuthorization", pushedAuthorizationRequestEndpoint),
+            ("backchannelAuthentication", backchannelAuthenticationEndpoint),
         ]
         let shown = endpoints.compactMap { name, url in url.map { "\(name): \($0.absoluteString)" } }
         return "ProviderMetadata(issuer: \(issuer), \(shown.joined(separator: ", ")), members: \(document.count))"

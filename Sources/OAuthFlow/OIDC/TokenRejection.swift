@@ -1,6 +1,6 @@
 /// Why a JWS, a JWK or an ID token was refused: the fine-grained reason behind an ``OAuthError``.
 ///
-/// Carried as ``OAuthError/underlying`` (read it with ``OAuthError/tokenRejection``), so code inside
+/// Carried as ``OAuthError/Fields/underlying`` (read it with ``OAuthError/tokenRejection``), so code inside
 /// the library can tell reasons apart without parsing messages: the JWKS fetcher refetches once on
 /// ``unknownKey``; tests assert the exact check that failed.
 enum TokenRejection: Error, Sendable, Hashable, CaseIterable {

@@ -4,10 +4,10 @@ import FoundationEssentials
 import Foundation
 #endif
 
-// The browser path's options (issue 18): pushed authorization requests (RFC 9126) and signed
-// request objects (RFC 9101).
+// The browser path's options: pushed authorization requests (RFC 9126) and signed request
+// objects (RFC 9101), which keep the request's parameters out of the browser's hands.
 extension Provider {
-    /// The algorithm request objects are signed with: ``clientAssertionAlgorithm`` when it is an
+    /// The algorithm request objects are signed with: ``Settings/clientAssertionAlgorithm`` when it is an
     /// asymmetric one, else the ``ClientKey``'s default; nil without a key to sign with.
     var requestObjectAlgorithm: SigningAlgorithm? {
         guard self.clientKey != nil else { return nil }

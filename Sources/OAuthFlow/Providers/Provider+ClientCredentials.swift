@@ -22,9 +22,14 @@ extension Provider {
             } catch {
                 throw fail(self.clientAssertionAlgorithm == nil ? "clientSecret" : "clientAssertionAlgorithm", error.message ?? "is invalid")
             }
+        case .privateKeyJWT where self.clientAssertionFile != nil:
+            guard self.clientKey == nil else {
+                throw fail("clientAssertionFile", "and clientKeyFile both make private_key_jwt assertions; keep one")
+            }
+            if self.clientAssertionFile?.isEmpty == true { throw fail("clientAssertionFile", "must not be empty") }
         case .privateKeyJWT:
             guard let clientKey = self.clientKey else {
-                throw fail("clientAuthentication", "private_key_jwt needs a private key (clientKeyFile, or clientKey in code)")
+                throw fail("clientAuthentication", "private_key_jwt needs a private key (clientKeyFile, or clientKey in code) or clientAssertionFile")
             }
             guard let algorithm = effectiveClientAssertionAlgorithm else {
                 throw fail("clientAssertionAlgorithm", "is required with a custom signer (it cannot be derived from the key)")
@@ -54,6 +59,9 @@ extension Provider {
             if let tokenURL = self.tokenURL, tokenURL.scheme?.lowercased() != "https" {
                 throw fail("tokenURL", "\(method.rawValue) is mutual TLS and needs an https:// token endpoint")
             }
+        }
+        if self.clientAssertionFile != nil, method != .privateKeyJWT {
+            throw fail("clientAssertionFile", "is sent as a private_key_jwt assertion, and clientAuthentication is \(method.rawValue)")
         }
         let usesKey: Set<ClientAuthentication> = [.privateKeyJWT, .tlsClientAuth, .selfSignedTLSClientAuth]
         if self.clientKey != nil, !usesKey.contains(method), !signsJWTBearerWithClientKey {

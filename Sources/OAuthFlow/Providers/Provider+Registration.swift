@@ -1,20 +1,20 @@
 extension Provider {
     /// How a provider's client is registered dynamically (RFC 7591; catalog `"registration": "dynamic"`).
     ///
-    /// A provider with it needs an ``Provider/issuer`` (the registration endpoint is discovered)
+    /// A provider with it needs an ``Provider/Settings/issuer`` (the registration endpoint is discovered)
     /// and no `clientID`: ``AuthFlow/registerClient(provider:initialAccessToken:)`` registers the
     /// client and keeps the answer in the store, and every flow made afterwards applies it
     /// (``ClientRegistration/applied(to:)``).
-    public struct DynamicRegistration: Sendable {
+    public struct DynamicRegistration: Sendable, Equatable {
         /// The method to register (catalog `clientAuthentication`); nil to choose from the server's
         /// `token_endpoint_auth_methods_supported`: `none` when listed (or nothing is), else
         /// `private_key_jwt` with a key the flow makes, else `client_secret_basic`.
         public var authentication: Provider.ClientAuthentication?
-        /// The scopes to register (`scope`); empty for the provider's ``Provider/scopes``.
+        /// The scopes to register (`scope`); empty for the provider's ``Provider/Settings/scopes``.
         public var scopes: [String]
         /// An initial access token (RFC 7591 §3; catalog `initialAccessTokenFile`), for a server that
         /// registers only clients that present one.
-        public var initialAccessToken: Secret?
+        @ComparedInConstantTime public var initialAccessToken: Secret?
         /// `client_name`; nil for `authflow`.
         public var clientName: String?
         /// `software_id`.
@@ -33,18 +33,6 @@ extension Provider {
             self.clientName = clientName
             self.softwareID = softwareID
             self.softwareVersion = softwareVersion
-        }
-
-        /// Equal when every setting agrees (the initial access tokens compared in constant time).
-        func isEqual(to other: DynamicRegistration) -> Bool {
-            let tokens: Bool
-            switch (initialAccessToken, other.initialAccessToken) {
-            case (nil, nil): tokens = true
-            case (let a?, let b?): tokens = a.constantTimeEquals(b)
-            default: tokens = false
-            }
-            return tokens && authentication == other.authentication && scopes == other.scopes && clientName == other.clientName
-                && softwareID == other.softwareID && softwareVersion == other.softwareVersion
         }
     }
 

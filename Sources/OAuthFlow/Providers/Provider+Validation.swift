@@ -32,6 +32,7 @@ extension Provider {
             ("deviceAuthorizationURL", self.deviceAuthorizationURL), ("revocationURL", self.revocationURL),
             ("introspectionURL", self.introspectionURL), ("userinfoURL", self.userinfoURL), ("jwksURL", self.jwksURL),
             ("endSessionURL", self.endSessionURL), ("pushedAuthorizationURL", self.pushedAuthorizationURL),
+            ("backchannelAuthenticationURL", self.backchannelAuthenticationURL),
         ]
         for (key, url) in endpoints {
             guard let url else { continue }
@@ -60,6 +61,7 @@ extension Provider {
         try validateDPoP(fail)
         try validateAuthorizationRequestOptions(fail)
         try validateGrantSettings(fail)
+        if let hint = self.cibaLoginHint, let reason = BackchannelAuthenticationGrant.hintProblem(hint) { throw fail("cibaLoginHint", reason) }
         for name in self.authorizationParameters.keys where Self.reservedAuthorizationParameters.contains(name) {
             throw fail("authorizationParameters", "\"\(name)\" is set by the flow and cannot be overridden")
         }
@@ -111,8 +113,8 @@ extension Provider {
         }
     }
 
-    /// True for `localhost`, `*.localhost`, `127.0.0.0/8` and `::1`.
-    static func isLoopback(host: String) -> Bool {
+    /// True for `localhost`, `*.localhost`, `127.0.0.0/8` and `::1` (the CLI's `--listen-port` asks too).
+    package static func isLoopback(host: String) -> Bool {
         let host = ASCIIText.trimming(host.lowercased(), where: { $0 == UInt8(ascii: "[") || $0 == UInt8(ascii: "]") })
         guard !host.isEmpty else { return false }   // empty, or nothing but brackets
         if host == "localhost" || host.hasSuffix(".localhost") || host == "::1" { return true }

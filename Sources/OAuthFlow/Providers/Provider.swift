@@ -24,7 +24,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         case clientSecretPost = "client_secret_post"
         /// A public client: `client_id` in the body, no secret (RFC 6749 §2.1).
         case none = "none"
-        /// A JWT signed with the client's private key (``Provider/clientKey``) in the form body
+        /// A JWT signed with the client's private key (``Provider/Settings/clientKey``) in the form body
         /// (RFC 7523 §2.2, OpenID Connect Core §9).
         case privateKeyJWT = "private_key_jwt"
         /// A JWT signed with HMAC under the client secret in the form body (OpenID Connect Core §9).
@@ -41,7 +41,12 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
 
     /// What a provider is made of. Read and set each setting on the provider itself
     /// (`provider.tokenURL`, `provider.scopes = ["openid"]`).
-    public struct Settings: Sendable {
+    ///
+    /// Its equality, and so the provider's, is the compiler's, derived from these declarations:
+    /// a setting added here is compared without being listed again. The few settings whose type is
+    /// not `Equatable` say how they compare with a wrapper: ``ComparedInConstantTime`` for the
+    /// secret, ``ComparedByIdentity`` for keys, certificates and signers.
+    public struct Settings: Sendable, Equatable {
         /// A unique, stable name such as `github`; also the store key.
         public var id: String
 
@@ -82,7 +87,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         public var clientID: String
 
         /// The client secret, resolved at load time (inline, `clientSecretEnv` or `clientSecretFile`).
-        public var clientSecret: Secret?
+        @ComparedInConstantTime public var clientSecret: Secret?
 
         /// How to authenticate at the token endpoint.
         public var clientAuthentication: ClientAuthentication
@@ -105,14 +110,14 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         /// What signs `private_key_jwt` assertions: a ``ClientKey`` (the catalog's `clientKeyFile`)
         /// or your own ``ClientAssertionSigner`` (an HSM or KMS). For the mutual-TLS methods, the
         /// ``ClientKey`` whose file libcurl presents with ``clientCertificate``.
-        public var clientKey: (any ClientAssertionSigner)?
+        @ComparedByIdentity public var clientKey: (any ClientAssertionSigner)?
 
         /// The `kid` header of client assertions (catalog `clientKeyID`).
         public var clientKeyID: String?
 
         /// The client certificate: presented in mutual TLS, and the `x5t#S256` header of
         /// `private_key_jwt` assertions (catalog `clientCertificateFile`).
-        public var clientCertificate: ClientCertificate?
+        @ComparedByIdentity public var clientCertificate: ClientCertificate?
 
         /// The assertion's `alg`; nil for the key's default (``ClientKey/defaultAlgorithm``) or HS256
         /// for `client_secret_jwt` (catalog `clientAssertionAlgorithm`).
@@ -127,7 +132,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
 
         /// A service-account key (catalog `serviceAccountFile`): the provider's grant is then the
         /// JWT-bearer grant (RFC 7523 §2.1), signed with this key, fetched again when due.
-        public var serviceAccount: ServiceAccountKey?
+        @ComparedByIdentity public var serviceAccount: ServiceAccountKey?
 
         /// The user a service account acts for (`sub` of its JWT-bearer assertions: Google's
         /// domain-wide delegation; catalog `subject`); nil for the account itself.
@@ -141,7 +146,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
 
         /// The DPoP key: a ``ClientKey`` or your own ``DPoPSigner``; nil to have the flow make one
         /// on first use and keep it in the store with the tokens.
-        public var dpopKey: (any DPoPSigner)?
+        @ComparedByIdentity public var dpopKey: (any DPoPSigner)? = nil
 
         /// Push the authorization request's parameters to the server before sending the browser
         /// there (RFC 9126; catalog `pushedAuthorization`). Also done when discovery says
@@ -155,6 +160,24 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         /// Sign the authorization request's parameters with ``clientKey`` into a request object
         /// (RFC 9101; catalog `requestObject`).
         public var requestObject: Bool = false
+
+        /// The backchannel authentication endpoint (OpenID Connect CIBA Core 1.0 §7; catalog
+        /// `backchannelAuthenticationURL`); nil to take discovery's `backchannel_authentication_endpoint`.
+        public var backchannelAuthenticationURL: URL?
+
+        /// How a CIBA login learns that the person answered (catalog `cibaDeliveryMode`): by polling
+        /// the token endpoint, or woken by the server's ping (CIBA Core §5).
+        public var cibaDeliveryMode: CIBADeliveryMode = .poll
+
+        /// The `login_hint` a CIBA login sends when the call names no one (catalog `cibaLoginHint`);
+        /// with it, `authflow agent` re-authorizes the provider through CIBA.
+        public var cibaLoginHint: String?
+
+        /// A file holding a client assertion made elsewhere, read on every request that
+        /// authenticates the client and sent as `client_assertion` (`private_key_jwt`, RFC 7523
+        /// §2.2): a federated credential such as Entra ID's workload identity token
+        /// (`AZURE_FEDERATED_TOKEN_FILE`), in place of ``clientKey`` (catalog `clientAssertionFile`).
+        public var clientAssertionFile: String?
 
         /// Dynamic client registration (RFC 7591; catalog `registration`): nil for a client registered
         /// by hand (Providers/Provider+Registration.swift).
@@ -173,7 +196,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         _modify { yield &storage[setting] }
     }
 
-    /// The algorithm assertions are signed with: ``clientAssertionAlgorithm``, else the key's
+    /// The algorithm assertions are signed with: ``Settings/clientAssertionAlgorithm``, else the key's
     /// default, else HS256 for `client_secret_jwt`; nil for other methods or a custom signer
     /// without a configured algorithm.
     public var effectiveClientAssertionAlgorithm: SigningAlgorithm? {
@@ -188,7 +211,11 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
     /// Creates a provider; call ``validate()`` (``AuthFlow`` does) before use.
     ///
     /// `clientAuthentication` defaults to `client_secret_basic` with a secret, `private_key_jwt`
-    /// with a `clientKey` and no secret, and `none` otherwise.
+    /// with a `clientKey` and no secret, and `none` otherwise. The parameters are the settings
+    /// this initializer has always taken, kept so that code calling it compiles; every other
+    /// setting (DPoP, pushed authorization, request objects, ``grant``, ``resources``,
+    /// ``tokenExchange``) keeps its default here and is set on the provider afterwards, as a new
+    /// setting will be.
     public init(
         id: String, authorizationURL: URL? = nil, tokenURL: URL? = nil, deviceAuthorizationURL: URL? = nil,
         revocationURL: URL? = nil, introspectionURL: URL? = nil, userinfoURL: URL? = nil, issuer: String? = nil,
@@ -218,12 +245,12 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// True for a client that authenticates (a confidential client, RFC 6749 §2.1): with a secret,
-    /// a private key or a client certificate.
+    /// a private key, a client assertion file or a client certificate.
     public var isConfidential: Bool {
         switch self.clientAuthentication {
         case .none: return false
         case .clientSecretBasic, .clientSecretPost, .clientSecretJWT: return self.clientSecret != nil
-        case .privateKeyJWT: return self.clientKey != nil
+        case .privateKeyJWT: return self.clientKey != nil || self.clientAssertionFile != nil
         case .tlsClientAuth, .selfSignedTLSClientAuth: return self.clientCertificate != nil && self.clientKey != nil
         }
     }
@@ -234,6 +261,7 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         var grants: [GrantType] = []
         if self.authorizationURL != nil, self.redirectURI != nil { grants.append(.authorizationCode) }
         if self.deviceAuthorizationURL != nil { grants.append(.deviceCode) }
+        if self.backchannelAuthenticationURL != nil, isConfidential { grants.append(.ciba) }
         if isConfidential { grants.append(.clientCredentials) }
         grants.append(.refreshToken)
         return grants
@@ -245,45 +273,65 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
             + "clientSecret: \(self.clientSecret == nil ? "none" : "<redacted>"), auth: \(self.clientAuthentication.rawValue))"
     }
 
-    /// Equal when every field but the secret matches and both secrets are equal in constant time.
+    /// Equal when every setting of ``Settings`` is (the secret compared in constant time; keys,
+    /// certificates and signers by identity).
     public static func == (lhs: Provider, rhs: Provider) -> Bool {
-        if lhs.storage.isIdentical(to: rhs.storage) { return true }   // copies of one provider
-        let secretsEqual: Bool
-        switch (lhs.clientSecret, rhs.clientSecret) {
-        case (nil, nil): secretsEqual = true
-        case (let a?, let b?): secretsEqual = a.constantTimeEquals(b)
-        default: secretsEqual = false
-        }
-        return secretsEqual && lhs.id == rhs.id && lhs.authorizationURL == rhs.authorizationURL
-            && lhs.tokenURL == rhs.tokenURL && lhs.deviceAuthorizationURL == rhs.deviceAuthorizationURL
-            && lhs.revocationURL == rhs.revocationURL && lhs.introspectionURL == rhs.introspectionURL
-            && lhs.userinfoURL == rhs.userinfoURL && lhs.issuer == rhs.issuer && lhs.jwksURL == rhs.jwksURL
-            && lhs.endSessionURL == rhs.endSessionURL && lhs.idTokenSigningAlgorithms == rhs.idTokenSigningAlgorithms
-            && lhs.clientID == rhs.clientID && lhs.clientAuthentication == rhs.clientAuthentication
-            && lhs.redirectURI == rhs.redirectURI && lhs.scopes == rhs.scopes
-            && lhs.authorizationParameters == rhs.authorizationParameters && lhs.userAgent == rhs.userAgent
-            && lhs.debug == rhs.debug && lhs.clientKey === rhs.clientKey && lhs.clientKeyID == rhs.clientKeyID
-            && lhs.clientCertificate === rhs.clientCertificate && lhs.clientAssertionAlgorithm == rhs.clientAssertionAlgorithm
-            && lhs.clientAssertionAudience == rhs.clientAssertionAudience && lhs.caFile == rhs.caFile
-            && lhs.serviceAccount === rhs.serviceAccount && lhs.serviceAccountSubject == rhs.serviceAccountSubject
-            && lhs.dpop == rhs.dpop && lhs.dpopAlgorithm == rhs.dpopAlgorithm && lhs.dpopKey === rhs.dpopKey
-            && lhs.pushedAuthorization == rhs.pushedAuthorization && lhs.pushedAuthorizationURL == rhs.pushedAuthorizationURL
-            && lhs.requestObject == rhs.requestObject
-            && lhs.grantSettings == rhs.grantSettings
-            && Self.sameRegistration(lhs.dynamicRegistration, rhs.dynamicRegistration)
-    }
-
-    private static func sameRegistration(_ lhs: DynamicRegistration?, _ rhs: DynamicRegistration?) -> Bool {
-        switch (lhs, rhs) {
-        case (nil, nil): return true
-        case (let a?, let b?): return a.isEqual(to: b)
-        default: return false
-        }
+        // Sharing one box: copies of one provider, unchanged since.
+        lhs.storage.isIdentical(to: rhs.storage) || lhs.storage.fields == rhs.storage.fields
     }
 
     /// Hashes the id and client id.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(self.id)
         hasher.combine(self.clientID)
+    }
+}
+
+extension Provider {
+    /// How ``Settings`` compares the client secret: in constant time
+    /// (``Secret/constantTimeEquals(_:)``), as `Secret` is deliberately not `Equatable`.
+    ///
+    /// You never name it: read and set ``Settings/clientSecret`` on the provider
+    /// (`provider.clientSecret`). It lets the compiler derive the settings' equality.
+    @propertyWrapper
+    public struct ComparedInConstantTime: Sendable, Equatable {
+        /// The secret.
+        public var wrappedValue: Secret?
+
+        /// Wraps a secret.
+        public init(wrappedValue: Secret?) { self.wrappedValue = wrappedValue }
+
+        /// Equal when neither has a secret, or both have one and they are equal in constant time.
+        public static func == (lhs: Self, rhs: Self) -> Bool {
+            switch (lhs.wrappedValue, rhs.wrappedValue) {
+            case (nil, nil): return true
+            case (let a?, let b?): return a.constantTimeEquals(b)
+            default: return false
+            }
+        }
+    }
+
+    /// How ``Settings`` compares a key, a certificate or a signer: by identity, the same object,
+    /// since these are objects (a key in an HSM, a signer of your own) with no value to compare.
+    ///
+    /// You never name it: read and set the setting on the provider (`provider.clientKey`). It
+    /// lets the compiler derive the settings' equality. `Object` is a class or a protocol only
+    /// classes adopt.
+    @propertyWrapper
+    public struct ComparedByIdentity<Object: Sendable>: Sendable, Equatable {
+        /// The object.
+        public var wrappedValue: Object?
+
+        /// Wraps an object.
+        public init(wrappedValue: Object?) { self.wrappedValue = wrappedValue }
+
+        /// Equal when neither has an object, or both hold the same one.
+        public static func == (lhs: Self, rhs: Self) -> Bool {
+            switch (lhs.wrappedValue, rhs.wrappedValue) {
+            case (nil, nil): return true
+            case (let a?, let b?): return (a as AnyObject) === (b as AnyObject)
+            default: return false
+            }
+        }
     }
 }

@@ -28,12 +28,19 @@ extension ProviderCatalog.Entry {
 
     /// The client authentication of an entry that names none: `none` for a JWT-bearer grant
     /// signed with `clientKeyFile` and no secret (the assertion is the credential, RFC 7523
-    /// §2.1); else `client_secret_basic` with a secret, `private_key_jwt` with a key, `none`.
+    /// §2.1); `private_key_jwt` with a `clientAssertionFile` and no secret; else
+    /// `client_secret_basic` with a secret, `private_key_jwt` with a key, `none`.
     func defaultAuthentication(_ provider: Provider) -> Provider.ClientAuthentication {
-        if provider.grant == .jwtBearer, provider.clientSecret == nil, provider.clientKey != nil, provider.serviceAccount == nil {
-            return .none
-        }
+        if provider.signsJWTBearerWithClientKey, provider.clientSecret == nil { return .none }
+        if provider.clientAssertionFile != nil, provider.clientSecret == nil { return .privateKeyJWT }
         return Provider.defaultClientAuthentication(secret: provider.clientSecret, key: provider.clientKey)
+    }
+
+    /// `clientAssertionFile`: the path of the file holding a client assertion made elsewhere.
+    /// Only named here: it is read on every request, since the platform rewrites it.
+    func clientAssertionFile() throws(OAuthError) -> String? {
+        guard let written = try string("clientAssertionFile") else { return nil }
+        return try credentialPath("clientAssertionFile", written)
     }
 
     /// `clientKeyFile`: the private key, read and checked (``ClientKey``).

@@ -56,14 +56,14 @@ extension ProviderCatalog {
         }
 
         /// The rules across keys that only a catalog has: what a service-account file supplies
-        /// (`tokenURL`, `clientID`), the keys required, and the client authentication when the
+        /// (`tokenURL`, `clientID`; an `external_account` file supplies them when it is read), the keys required, and the client authentication when the
         /// entry names none.
         func applyEntryRules(to provider: inout Provider) throws(OAuthError) {
             if provider.tokenURL == nil { provider.tokenURL = provider.serviceAccount?.tokenURI }
             guard provider.tokenURL != nil || provider.issuer != nil else {
                 throw fail("tokenURL", "is required unless issuer is given (OAuthKit's accessTokenURL is accepted too)")
             }
-            if value("clientID") == nil, provider.dynamicRegistration == nil {
+            if value("clientID") == nil, provider.dynamicRegistration == nil, provider.externalAccount == nil {
                 guard let email = provider.serviceAccount?.clientEmail else { throw fail("clientID", "is required") }
                 provider.clientID = email
             }

@@ -49,7 +49,8 @@ extension ProviderCatalog {
         .custom("clientAuthentication",
                 type: "`\"client_secret_basic\"`, `\"client_secret_post\"`, `\"client_secret_jwt\"`, `\"private_key_jwt\"`, "
                     + "`\"tls_client_auth\"`, `\"self_signed_tls_client_auth\"` or `\"none\"`",
-                default: "`client_secret_basic` with a secret, `private_key_jwt` with a `clientKeyFile` and no secret, `none` otherwise",
+                default: "`client_secret_basic` with a secret, `private_key_jwt` with a `clientKeyFile` or `clientAssertionFile` and no secret, "
+                    + "`none` otherwise",
                 doc: "how the client authenticates at the token endpoint (RFC 6749 §2.3)") { entry, provider throws(OAuthError) in
             if let method = try entry.clientAuthentication(hasSecret: provider.clientSecret != nil) { provider.clientAuthentication = method }
         },
@@ -72,6 +73,11 @@ extension ProviderCatalog {
                 doc: "the client assertion's `aud`") { entry, provider throws(OAuthError) in
             if let audience = try entry.clientAssertionAudience() { provider.clientAssertionAudience = audience }
         },
+        .custom("clientAssertionFile", type: "file path (a JWT made elsewhere)",
+                doc: "a federated client assertion (such as `${AZURE_FEDERATED_TOKEN_FILE}`), read on every request and sent as "
+                    + "`client_assertion` (`private_key_jwt`)") { entry, provider throws(OAuthError) in
+            provider.clientAssertionFile = try entry.clientAssertionFile()
+        },
         .custom("caFile", type: "file path (PEM CA bundle)", default: "none (the system's CAs)",
                 doc: "the CA certificates to trust for this provider's endpoints") { entry, provider throws(OAuthError) in
             provider.caFile = try entry.caFile()
@@ -93,19 +99,32 @@ extension ProviderCatalog {
         .endpoint("pushedAuthorizationURL", \.pushedAuthorizationURL, discovered: "pushed_authorization_request_endpoint",
                   doc: "the pushed authorization request endpoint (RFC 9126 §2)"),
         .flag("requestObject", \.requestObject, doc: "sign the authorization request into a request object (RFC 9101)"),
+        .endpoint("backchannelAuthenticationURL", \.backchannelAuthenticationURL, discovered: "backchannel_authentication_endpoint",
+                  doc: "the backchannel authentication endpoint (OpenID Connect CIBA Core 1.0 §7), for `authflow login --ciba`"),
+        .custom("cibaDeliveryMode", type: "`\"poll\"` or `\"ping\"`", default: "`\"poll\"`",
+                doc: "how a CIBA login learns the person answered: polling, or the server's ping waking the poll") { entry, provider throws(OAuthError) in
+            if let mode = try entry.cibaDeliveryMode() { provider.cibaDeliveryMode = mode }
+        },
+        .text("cibaLoginHint", \.cibaLoginHint, type: "string",
+              doc: "the `login_hint` of a CIBA login that names no one; with it `authflow agent` re-authorizes through CIBA"),
         .custom("grant", type: "`\"client-credentials\"`, `\"jwt-bearer\"` or `\"token-exchange\"`",
-                default: "implied: `jwt-bearer` with `serviceAccountFile`, `token-exchange` with `subjectTokenFile`",
+                default: "implied: `jwt-bearer` with `serviceAccountFile`, `token-exchange` with `subjectTokenSource`, `subjectTokenFile` "
+                    + "or `externalAccountFile`",
                 doc: "the grant that runs with no person when no valid token is stored") { entry, provider throws(OAuthError) in
             provider.grant = try entry.catalogGrant()
         },
-        .custom("subjectTokenFile", type: "file path (the token to exchange)",
-                doc: "the file whose token is exchanged (RFC 8693), read on every exchange") { entry, provider throws(OAuthError) in
+        .custom("subjectTokenSource", type: "object with `file`, `url`, `command` or `preset`; or a preset's name",
+                doc: "where the subject token (or a `jwt-bearer` grant's assertion) comes from, asked on every exchange") { entry, provider throws(OAuthError) in
             try entry.readTokenExchange(into: &provider)
         },
-        .read("subjectTokenType", with: "subjectTokenFile", type: "token type URI (RFC 8693 §3)",
+        .read("subjectTokenFile", with: "subjectTokenSource", type: "file path (the token to exchange)",
+              doc: "the same as `subjectTokenSource` `{\"file\": PATH}`: the file whose token is exchanged (RFC 8693), read on every exchange"),
+        .read("externalAccountFile", with: "subjectTokenSource", type: "file path (Google `external_account` JSON)",
+              doc: "a Google workload identity federation file, read as it is: its source, STS exchange and impersonation"),
+        .read("subjectTokenType", with: "subjectTokenSource", type: "token type URI (RFC 8693 §3)",
               default: "`urn:ietf:params:oauth:token-type:jwt`", doc: "the exchange's `subject_token_type`"),
-        .read("audience", with: "subjectTokenFile", type: "string, or array of strings", doc: "the exchange's `audience` values"),
-        .read("requestedTokenType", with: "subjectTokenFile", type: "token type URI", default: "none (the server chooses)",
+        .read("audience", with: "subjectTokenSource", type: "string, or array of strings", doc: "the exchange's `audience` values"),
+        .read("requestedTokenType", with: "subjectTokenSource", type: "token type URI", default: "none (the server chooses)",
               doc: "the exchange's `requested_token_type`"),
         .custom("resource", type: "absolute URI without fragment, or array of them",
                 doc: "resource indicators (RFC 8707), sent with every grant") { entry, provider throws(OAuthError) in
@@ -137,6 +156,10 @@ extension ProviderCatalog {
         .flag("debug", \.debug, doc: "debug log events for this provider (shapes, never values)"),
         .foreign("gitUsername", reader: .cli, type: "string, 1–128 characters, no control characters", default: "`oauth2`",
                  doc: "the username `authflow git-credential` answers git"),
+        .foreign("registries", reader: .cli, type: "array of registries: `\"HOST\"` or `\"HOST:PORT\"`",
+                 default: "none: no registry", doc: "the container registries `authflow docker-credential` gives this provider's token to"),
+        .foreign("registryUsername", reader: .cli, type: "string, 1–128 characters, no control characters", default: "`oauth2accesstoken`",
+                 doc: "the username `authflow docker-credential` answers Docker"),
         .foreign("agentAllow", reader: .agent, type: "array of `\"uid:USER\"` / `\"group:GROUP\"` strings",
                  default: "none: the agent's own user only", doc: "the other local users and groups `authflow agent` gives the token to"),
         .foreign("encodeHttpBody", reader: .ignored, type: "any",

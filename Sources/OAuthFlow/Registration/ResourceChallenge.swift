@@ -9,7 +9,7 @@ public import Foundation
 /// (RFC 9470 §3) — and where its metadata is (RFC 9728 §5.1).
 ///
 /// ``AuthorizingTransport`` and ``TokenSource/stepUpError(status:headers:)`` read it from a 401 or
-/// 403 and throw ``OAuthError`` `.stepUpRequired` carrying it (``OAuthError/challenge``). Nothing
+/// 403 and throw ``OAuthError`` `.stepUpRequired` carrying it (``OAuthError/Fields/challenge``). Nothing
 /// logs in by itself: show the person ``asked`` and run a login with
 /// ``AuthFlow/stepUpRequest(provider:challenge:)``, which asks for ``scopes(adding:)`` and
 /// ``authorizationParameters``.
@@ -161,7 +161,7 @@ public struct ResourceChallenge: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The error a refusal means when the resource asks for a step up: `.stepUpRequired` with the
-    /// challenge, its `error` as ``OAuthError/response``, endpoint `.resource`; nil for any other answer.
+    /// challenge, its `error` as ``OAuthError/Fields/response``, endpoint `.resource`; nil for any other answer.
     /// - Throws: ``OAuthError`` `.invalidResponse` for a 401 or 403 whose challenge cannot be read (see ``parse(status:headers:)``).
     static func stepUpError(status: Int, headers: [String: String], provider: String?) throws(OAuthError) -> OAuthError? {
         guard status == 401 || status == 403 else { return nil }

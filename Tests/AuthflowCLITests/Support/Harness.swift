@@ -24,10 +24,13 @@ struct Harness {
          "AUTHFLOW_STORE": directory.store.path]
     }
 
+    /// The services of an in-process run: the mock, the test clock, `standardInput` as stdin, and
+    /// `replaceProcess` for `exec`, which by default refuses (ENOSYS): nothing in-process may replace the test runner.
     func services(transport: (any HTTPTransport)? = nil, clock: (any Clock<Duration>)? = nil,
-                  openURL: @escaping @Sendable (URL) -> Void = { _ in }, standardInput: String = "") -> Authflow.Services {
+                  openURL: @escaping @Sendable (URL) -> Void = { _ in }, standardInput: String = "",
+                  replaceProcess: @escaping @Sendable (ProcessImage) -> Int32 = { _ in ENOSYS }) -> Authflow.Services {
         Authflow.Services(transport: transport ?? mock.transport(), clock: clock ?? self.clock, now: { [clock = self.clock] in clock.date },
-                          openURL: openURL, lockTimeout: .seconds(5), standardInput: { standardInput })
+                          openURL: openURL, lockTimeout: .seconds(5), standardInput: { standardInput }, replaceProcess: replaceProcess)
     }
 
     /// Runs `authflow arguments`; returns the exit status and both streams.

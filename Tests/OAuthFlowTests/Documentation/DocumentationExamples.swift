@@ -23,6 +23,11 @@ func documentationExamples(callbackURL: URL, catalogURL: URL) async throws {
     _ = authorization2
     let token = try await flow.accessToken(for: "billing-api")
     _ = token
+    // README.md, "Paste-back": the line a person pasted into the app's own UI.
+    let pastedText = callbackURL.absoluteString
+    let login = try await flow.authorizationRequest(provider: "corp")
+    let authorization3 = try await flow.completeAuthorization(pasted: pastedText, request: login)
+    _ = authorization3
     Task {
         for await state in flow.states {
             print(state)
@@ -36,6 +41,14 @@ func documentationExamples(callbackURL: URL, catalogURL: URL) async throws {
     _ = email
     let introspection = try await flow.introspect(provider: "gitlab", token: .accessToken)
     if introspection.active { print(introspection.scopes, introspection.expiresAt as Any, introspection.clientID as Any) }
+
+    // WorkloadIdentity.md
+    var deploy = Provider(id: "deploy", tokenURL: URL(string: "https://sts.example.com/token")!, clientID: "deployer")
+    deploy.tokenExchange = Provider.TokenExchange(audience: ["deploy-api"])
+    deploy.subjectTokenSource = .githubActions(audience: "https://sts.example.com")
+    let deployFlow = try await AuthFlow(providers: [deploy])
+    let deployToken = try await deployFlow.accessToken(for: "deploy")
+    _ = deployToken
 
     // Grants/Revocation.md
     let revocation = try await flow.revoke(provider: "gitlab")

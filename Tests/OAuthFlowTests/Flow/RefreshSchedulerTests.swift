@@ -138,6 +138,53 @@ struct RefreshSchedulerTests {
         scheduler.stop()
     }
 
+    /// A grant no person logs in to, as a catalog entry whose token endpoint is the scripted one.
+    enum UnattendedGrant: String, CaseIterable, Sendable {
+        case clientCredentials, serviceAccount, tokenExchange
+
+        var grant: GrantType { self == .clientCredentials ? .clientCredentials : self == .serviceAccount ? .jwtBearer : .tokenExchange }
+
+        func provider(_ files: KeyFiles) throws -> Provider {
+            let entry: String
+            switch self {
+            case .clientCredentials:
+                entry = #"{"id": "svc", "tokenURL": "https://as.test/token", "clientID": "cli-svc", "clientSecret": "s3cret"}"#
+            case .serviceAccount:
+                _ = try ServiceAccountKeyTests.accountFile(files, members: ["token_uri": "https://as.test/token"])
+                entry = #"{"id": "svc", "serviceAccountFile": "sa.json"}"#
+            case .tokenExchange:
+                _ = try files.write("subject-token", "subject-token-value")
+                entry = #"{"id": "svc", "tokenURL": "https://as.test/token", "clientID": "cli-svc", "subjectTokenFile": "subject-token"}"#
+            }
+            return try ProviderCatalog.load(data: Data("[\(entry)]".utf8), baseDirectory: files.directory, environment: [:], strict: true)[0]
+        }
+    }
+
+    @Test("a refused credential of a grant no person logs in to (invalid_grant) is a failure to fix and retry, never needsAuthorization",
+          arguments: UnattendedGrant.allCases)
+    func refusedCredentialIsNotAPersonsToFix(_ kind: UnattendedGrant) async throws {
+        let files = try KeyFiles()
+        defer { files.remove() }
+        server.script("/token", [.oauthError("invalid_grant")])
+        let flow = try await flow([try kind.provider(files)])
+        let errors = Mutex<[OAuthError]>([])
+        let events = Events()
+        let scheduler = try RefreshScheduler(flow: flow, retryDelay: .seconds(30)) { event in
+            events.record(event)
+            if case .failed(_, let error) = event { errors.withLock { $0.append(error) } }
+        }
+        await scheduler.start()
+        #expect(await waitUntil { events.all == ["failed svc invalid_grant"] && clock.sleepers == 1 }, "\(events.all)")
+        #expect(clock.sleeps == [.seconds(30)], "tried again after retryDelay")
+        let error = try #require(errors.withLock { $0.first })
+        #expect(error.grant == kind.grant)
+        #expect(error.recovery == .fixConfiguration)
+        #expect(scheduler.statuses["svc"]?.needsAuthorization == false)
+        #expect(scheduler.statuses["svc"]?.failures == ["invalid_grant": 1])
+        #expect(server.requests("/token").only?.form["grant_type"] == kind.grant.rawValue)
+        scheduler.stop()
+    }
+
     @Test("a flow without proactive refresh is refused (.configuration)")
     func needsProactiveFlow() async throws {
         let flow = try await flow([service], proactive: false)

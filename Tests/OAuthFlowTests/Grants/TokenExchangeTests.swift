@@ -103,14 +103,14 @@ struct TokenExchangeTests {
         defer { files.remove() }
         let implied = try Self.catalog(files.directory, #", "subjectTokenFile": "token""#)[0]
         #expect(implied.grant == .tokenExchange && implied.serviceGrant == .tokenExchange)
-        #expect(implied.tokenExchange == Provider.TokenExchange(subjectTokenFile: files.path("token")))
+        #expect(implied.tokenExchange == Provider.TokenExchange() && implied.subjectTokenSource == .file(files.path("token")))
         #expect(implied.tokenExchange?.subjectTokenType == "urn:ietf:params:oauth:token-type:jwt")
         let full = try Self.catalog(files.directory, """
             , "grant": "token-exchange", "subjectTokenFile": "${TOKENS}/t", "subjectTokenType": "urn:ietf:params:oauth:token-type:access_token",
             "audience": ["a", "b"], "requestedTokenType": "urn:ietf:params:oauth:token-type:jwt",
             "resource": ["https://api.example/x", "urn:example:y"]
             """)[0]
-        #expect(full.tokenExchange?.subjectTokenFile == files.directory.path + "/t")
+        #expect(full.subjectTokenSource?.filePath == files.directory.path + "/t")
         #expect(full.tokenExchange?.subjectTokenType == TokenType.accessToken)
         #expect(full.tokenExchange?.audience == ["a", "b"] && full.tokenExchange?.requestedTokenType == TokenType.jwt)
         #expect(full.resources.map(\.absoluteString) == ["https://api.example/x", "urn:example:y"])
@@ -123,10 +123,11 @@ struct TokenExchangeTests {
         (#", "resource": ["https://a.example/", "/relative"]"#, "resource[1]: must be an absolute URI (RFC 8707 §2)"),
         (#", "resource": []"#, "resource: must not be an empty array"),
         (#", "grant": "password""#, #"grant: must be "client-credentials", "jwt-bearer" or "token-exchange""#),
-        (#", "grant": "token-exchange""#, "grant: token-exchange needs subjectTokenFile"),
-        (#", "audience": "x""#, "audience: is a token-exchange setting and needs subjectTokenFile"),
+        (#", "grant": "token-exchange""#, "grant: token-exchange needs subjectTokenSource or subjectTokenFile"),
+        (#", "audience": "x""#, "audience: is a token-exchange setting and needs subjectTokenSource (or subjectTokenFile)"),
         (#", "subjectTokenFile": "t", "subjectTokenType": "jwt""#, "subjectTokenType: must be an absolute URI"),
-        (#", "subjectTokenFile": "t", "grant": "jwt-bearer""#, "subjectTokenFile: is for the token-exchange grant, and grant is jwt-bearer"),
+        (#", "subjectTokenFile": "t", "grant": "client-credentials""#,
+         "subjectTokenSource: is for the token-exchange or jwt-bearer grant, and grant is client-credentials"),
         (#", "subjectTokenFile": "t", "requestedTokenType": "access token""#, "requestedTokenType: must be an absolute URI"),
     ])
     func catalogRefusals(members: String, expected: String) throws {
@@ -252,7 +253,8 @@ struct TokenExchangeTests {
     @Test("background renewal: a token exchanged from the catalog's subject token file is renewed ahead of expiry; one exchanged in code is not (nothing to exchange again)")
     func proactive() async throws {
         var withFile = mock.provider(id: "file", clientSecret: "s3cret")
-        withFile.tokenExchange = Provider.TokenExchange(subjectTokenFile: "/run/token")
+        withFile.tokenExchange = Provider.TokenExchange()
+        withFile.subjectTokenSource = .file("/run/token")
         let flow = try await flow(withFile, mock.provider(id: "code", clientSecret: "s3cret"))
         let now = clock.date
         func set(_ id: String) -> TokenSet {

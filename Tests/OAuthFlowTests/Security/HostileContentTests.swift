@@ -111,6 +111,39 @@ extension HostileServerTests {
         ContentCase(.deviceAuthorization, "an error of control characters", status: 400, #"{"error":"\u001b[2J"}"#, .serverRejected),
     ]
 
+    /// A CIBA acknowledgement (CIBA Core §7.3) with `member` replaced by (or added as) `raw`.
+    static func acknowledgement(_ replacing: [String: String], extra: String = "") -> String {
+        var members = ["auth_req_id": #""ari-5ecret""#, "expires_in": "600", "interval": "5"]
+        for (key, value) in replacing { members[key] = value }
+        return "{" + members.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",") + extra + "}"
+    }
+
+    static let backchannelBodies: [ContentCase] = [
+        ContentCase(.backchannelAuthentication, "expires_in 2^63", acknowledgement(["expires_in": "9223372036854775808"]), mentions: "expires_in"),
+        ContentCase(.backchannelAuthentication, "expires_in 2^63 as a string", acknowledgement(["expires_in": #""9223372036854775808""#]),
+                    mentions: "expires_in"),
+        ContentCase(.backchannelAuthentication, "expires_in 1e300", acknowledgement(["expires_in": "1e300"]), mentions: "expires_in"),
+        ContentCase(.backchannelAuthentication, "expires_in 0", acknowledgement(["expires_in": "0"]), mentions: "expires_in"),
+        ContentCase(.backchannelAuthentication, "expires_in a word", acknowledgement(["expires_in": #""soon""#]), mentions: "expires_in"),
+        ContentCase(.backchannelAuthentication, "expires_in missing", acknowledgement(["expires_in": "null"]), mentions: "expires_in"),
+        ContentCase(.backchannelAuthentication, "interval 2^63", acknowledgement(["interval": "9223372036854775808"]), mentions: "interval"),
+        ContentCase(.backchannelAuthentication, "interval 2^63 as a string", acknowledgement(["interval": #""9223372036854775808""#]),
+                    mentions: "interval"),
+        ContentCase(.backchannelAuthentication, "interval negative", acknowledgement(["interval": "-5"]), mentions: "interval"),
+        ContentCase(.backchannelAuthentication, "auth_req_id a number", acknowledgement(["auth_req_id": "7"]), mentions: "auth_req_id"),
+        ContentCase(.backchannelAuthentication, "auth_req_id missing", acknowledgement(["auth_req_id": "null"]), mentions: "auth_req_id"),
+        ContentCase(.backchannelAuthentication, "auth_req_id with ESC", acknowledgement(["auth_req_id": #""ari\u001b]0;pwned\u0007""#]),
+                    mentions: "auth_req_id"),
+        ContentCase(.backchannelAuthentication, "auth_req_id with CR LF", acknowledgement(["auth_req_id": #""ari\r\nX-Injected: 1""#]),
+                    mentions: "auth_req_id"),
+        ContentCase(.backchannelAuthentication, "auth_req_id of 100000 bytes",
+                    acknowledgement(["auth_req_id": "\"" + String(repeating: "A", count: 100_000) + "\""]), mentions: "auth_req_id"),
+        ContentCase(.backchannelAuthentication, "a duplicate auth_req_id", acknowledgement([:], extra: #","auth_req_id":"other""#),
+                    mentions: "auth_req_id"),
+        ContentCase(.backchannelAuthentication, "an HTML page", contentType: "text/html", "<html>ciba</html>"),
+        ContentCase(.backchannelAuthentication, "an error of control characters", status: 400, #"{"error":"\u001b[2J"}"#, .serverRejected),
+    ]
+
     static func discovery(_ replacing: [String: String], extra: String = "") -> @Sendable (HostileServer) -> String {
         { server in
             let base = server.baseURL
@@ -161,9 +194,10 @@ extension HostileServerTests {
     ]
 
     static let contentCases: [ContentCase] =
-        [HostileTarget.clientCredentials, .refresh, .authorizationCode, .devicePolling].flatMap(tokenBodies) + deviceBodies
+        [HostileTarget.clientCredentials, .refresh, .authorizationCode, .devicePolling, .backchannelPolling].flatMap(tokenBodies)
+            + deviceBodies + backchannelBodies
 
-    @Test("a hostile body from a token or device endpoint is a typed error naming the member; nothing stored changes",
+    @Test("a hostile body from a token, device or CIBA endpoint is a typed error naming the member; nothing stored changes",
           arguments: HostileServer.selected(contentCases))
     func hostileContent(_ test: ContentCase) async throws {
         await HostileServer.flows.enter()
@@ -200,7 +234,7 @@ extension HostileServerTests {
     }
 }
 
-// MARK: RFC 8628 polling abuse
+// MARK: RFC 8628 and CIBA polling abuse
 
 extension HostileServerTests {
     /// A device flow whose token endpoint abuses RFC 8628 §3.5.
@@ -227,18 +261,23 @@ extension HostileServerTests {
         PollingCase(name: "a 503 without an OAuth body", expiresIn: 60, interval: 1, answers: "<html>busy</html>", status: 503, code: .httpStatus),
     ]
 
-    @Test("device polling never sleeps past expires_in, whatever the server asks (RFC 8628 §3.5)", arguments: HostileServer.selected(pollingCases))
-    func pollingAbuse(_ test: PollingCase) async throws {
+    @Test("device and CIBA polling never sleep past expires_in, whatever the server asks (RFC 8628 §3.5, CIBA Core §7.3, §11)",
+          arguments: HostileServer.selected(pollingCases), [HostileTarget.devicePolling, .backchannelPolling])
+    func pollingAbuse(_ test: PollingCase, grant: HostileTarget) async throws {
         await HostileServer.flows.enter()
         defer { Task { await HostileServer.flows.leave() } }
         let server = try HostileServer()
         defer { server.stop() }
-        server.script("/device", .reply(200, Self.deviceCode(["expires_in": "\(test.expiresIn)", "interval": "\(test.interval)"])))
+        let lifetime = ["expires_in": "\(test.expiresIn)", "interval": "\(test.interval)"]
+        if grant == .devicePolling {
+            server.script("/device", .reply(200, Self.deviceCode(lifetime)))
+        } else {
+            server.script("/ciba", .reply(200, Self.acknowledgement(lifetime)))
+        }
         server.script("/token", .reply(test.status, test.answers, contentType: test.status == 503 ? "text/html" : "application/json"))
         let clock = TestClock()
 
-        let run = try await Hostile.run(.devicePolling, server: server, transport: Hostile.transport(.curl, timeout: Hostile.longDeadline),
-                                        clock: clock)
+        let run = try await Hostile.run(grant, server: server, transport: Hostile.transport(.curl, timeout: Hostile.longDeadline), clock: clock)
 
         Hostile.check(run, code: test.code, endpoint: .token, stored: .unchanged)
         let slept = run.sleeps.reduce(Duration.zero, +)

@@ -27,15 +27,16 @@ struct HostileServerTests {}
 /// What a hostile case calls: one endpoint of the flow.
 enum HostileTarget: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case clientCredentials, refresh, authorizationCode, deviceAuthorization, devicePolling, discovery, jwks, userinfo,
-         introspection, revocation
+         introspection, revocation, backchannelAuthentication, backchannelPolling
 
     var testDescription: String { rawValue }
 
     /// The endpoint an error must name.
     var endpoint: OAuthError.Endpoint {
         switch self {
-        case .clientCredentials, .refresh, .authorizationCode, .devicePolling: .token
+        case .clientCredentials, .refresh, .authorizationCode, .devicePolling, .backchannelPolling: .token
         case .deviceAuthorization: .deviceAuthorization
+        case .backchannelAuthentication: .backchannelAuthentication
         case .discovery, .jwks: .discovery
         case .userinfo: .userinfo
         case .introspection: .introspection
@@ -46,8 +47,9 @@ enum HostileTarget: String, CaseIterable, Sendable, CustomTestStringConvertible 
     /// The paths the hostile behaviour is served on.
     var hostilePaths: [String] {
         switch self {
-        case .clientCredentials, .refresh, .authorizationCode, .devicePolling: ["/token"]
+        case .clientCredentials, .refresh, .authorizationCode, .devicePolling, .backchannelPolling: ["/token"]
         case .deviceAuthorization: ["/device"]
+        case .backchannelAuthentication: ["/ciba"]
         case .discovery: ["/.well-known/openid-configuration", "/.well-known/oauth-authorization-server"]
         case .jwks: ["/jwks"]
         case .userinfo: ["/userinfo"]
@@ -57,12 +59,13 @@ enum HostileTarget: String, CaseIterable, Sendable, CustomTestStringConvertible 
     }
 
     /// How many requests the flow may send to the hostile path for one call: token requests are
-    /// retried after transport failures (RetryPolicy: 3 attempts), device polling after up to 5
-    /// transport failures in a row (RFC 8628 §3.5), a revocation sends two tokens.
+    /// retried after transport failures (RetryPolicy: 3 attempts), device and CIBA polling after up
+    /// to 5 transport failures in a row (RFC 8628 §3.5), a revocation sends two tokens; a CIBA
+    /// request is never retried.
     var attempts: Int {
         switch self {
         case .clientCredentials, .refresh, .authorizationCode: 3
-        case .devicePolling: 6
+        case .devicePolling, .backchannelPolling: 6
         case .revocation: 2
         default: 1
         }
@@ -75,6 +78,11 @@ enum HostileTarget: String, CaseIterable, Sendable, CustomTestStringConvertible 
             #"{"access_token":"new-at","token_type":"Bearer","expires_in":3600,"refresh_token":"new-rt"}"#
         case .deviceAuthorization:
             #"{"device_code":"dc-1","user_code":"ABCD-EFGH","verification_uri":"https://example.com/device","expires_in":600,"interval":1}"#
+        case .backchannelAuthentication:
+            #"{"auth_req_id":"ari-5ecret","expires_in":600,"interval":1}"#
+        case .backchannelPolling:
+            // `openid` refused in `scope`: no ID token is due (CIBA Core §10.1.1), so the body alone decides.
+            #"{"access_token":"new-at","token_type":"Bearer","expires_in":3600,"refresh_token":"new-rt","scope":"read"}"#
         case .discovery:
             Hostile.discoveryDocument(server)
         case .jwks: #"{"keys":[]}"#
@@ -178,6 +186,8 @@ enum Hostile {
         switch target {
         case .devicePolling:
             server.script("/device", .reply(200, HostileTarget.deviceAuthorization.goodBody(server)))
+        case .backchannelPolling:
+            server.script("/ciba", .reply(200, HostileTarget.backchannelAuthentication.goodBody(server)))
         case .jwks:
             server.script("/token", .reply(200, #"{"access_token":"new-at","token_type":"Bearer","expires_in":3600,"id_token":"\#(idToken(server))"}"#))
         case .deviceAuthorization:
@@ -186,11 +196,13 @@ enum Hostile {
         }
 
         let url = { (path: String) in URL(string: base + path)! }
-        let configured = Provider(
+        var configured = Provider(
             id: provider, authorizationURL: url("/authorize"), tokenURL: url("/token"), deviceAuthorizationURL: url("/device"),
             revocationURL: url("/revoke"), introspectionURL: url("/introspect"), userinfoURL: url("/userinfo"),
             clientID: "client-hostile", clientSecret: Secret(clientSecret), redirectURI: URL(string: "http://127.0.0.1:8765/callback"),
             scopes: ["read"])
+        configured.backchannelAuthenticationURL = url("/ciba")
+        configured.cibaLoginHint = "alice@example.com"
         let providerConfig: Provider
         switch target {
         case .discovery:
@@ -219,6 +231,10 @@ enum Hostile {
                 _ = try await flow.requestDeviceCode(provider: provider)
             case .devicePolling:
                 _ = try await flow.authorizeWithDeviceCode(provider: provider)
+            case .backchannelAuthentication:
+                _ = try await flow.requestBackchannelAuthentication(provider: provider)
+            case .backchannelPolling:
+                _ = try await flow.authorizeWithBackchannel(provider: provider)
             case .userinfo:
                 _ = try await flow.userInfo(provider: provider)
             case .introspection:
@@ -237,7 +253,7 @@ enum Hostile {
     }
 
     /// Every secret the rig uses; none may appear in an error's text or dump.
-    static let secrets = [accessToken, refreshToken, clientSecret, "new-at", "new-rt", "dc-1"]
+    static let secrets = [accessToken, refreshToken, clientSecret, "new-at", "new-rt", "dc-1", "ari-5ecret"]
 
     /// Checks what every case promises about `run`: the code and endpoint, the recovery, no secret
     /// in any rendering of the error, what ended the call, and the stored entry.

@@ -36,8 +36,8 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi` (but its `signa
     private var activeCount = 0 {
         didSet { hasActive.store(activeCount > 0, ordering: .relaxed) }
     }
-    /// ``activeCount`` above 0, readable without the lock: while transfers are in flight (M2's 64
-    /// callers), ``startDirectly(_:)`` does not even try the lock the engine thread needs.
+    /// ``activeCount`` above 0, readable without the lock: while transfers are in flight (many
+    /// callers at once), ``startDirectly(_:)`` does not even try the lock the engine thread needs.
     private let hasActive = Atomic<Bool>(false)
     private struct Commands {
         var added: [CurlTransfer] = []

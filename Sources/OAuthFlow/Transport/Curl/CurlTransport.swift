@@ -441,7 +441,7 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
     }
 }
 
-/// A libcurl result code and its standard text, as ``OAuthError/underlying``.
+/// A libcurl result code and its standard text, as ``OAuthError/Fields/underlying``.
 struct CurlError: Error, CustomStringConvertible {
     let code: Int
     let text: String
