@@ -52,6 +52,11 @@ enum TokenTarget {
         if let value = answer.headers["www-authenticate"] {
             for challenge in Challenge.parse(value) { _ = challenge.scheme.lowercased() }
             _ = Challenge.isInvalidBearerToken(value)
+            // A resource's step-up challenge (RFC 6750 §3, RFC 9470): what it asks is checked, or refused.
+            if let asked = try? ResourceChallenge.parse(status: 403, header: value) {
+                invariant(!asked.asked.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }, "a control character in what a challenge asks")
+                invariant((asked.maxAge ?? 0) >= 0 && (asked.maxAge ?? 0) <= ResourceChallenge.maximumMaxAge, "max_age out of range")
+            }
         }
         if let value = answer.headers["retry-after"], let wait = Retrier.retryAfter(value, now: fuzzNow) {
             invariant(wait >= .zero, "a negative Retry-After")

@@ -45,6 +45,10 @@ public enum Command: Sendable, Equatable {
     case status(provider: String?, json: Bool)
     /// `logout PROVIDER [--local]`.
     case logout(provider: String, localOnly: Bool)
+    /// `logout PROVIDER --unregister [--local]`: the logout, then the client's registration deleted (RFC 7592 §2.3).
+    case logoutUnregister(provider: String, localOnly: Bool)
+    /// `request PROVIDER URL [--method M] [--data DATA] [--add-header H]...`.
+    case request(RequestOptions)
     /// `discover ISSUER [--id ID] [--client-id ID] [--json]`.
     case discover(DiscoverOptions)
     /// `userinfo PROVIDER`.
@@ -81,7 +85,8 @@ public enum Command: Sendable, Equatable {
         case .login: return "login"
         case .token, .tokenProof: return "token"
         case .status: return "status"
-        case .logout: return "logout"
+        case .logout, .logoutUnregister: return "logout"
+        case .request: return "request"
         case .discover: return "discover"
         case .userinfo: return "userinfo"
         case .demo: return "demo"
@@ -134,14 +139,31 @@ public struct LoginOptions: Sendable, Equatable {
     /// instead of the catalog redirect URI's port or an ephemeral one.
     public var listenPort: Int?
 
+    /// `--resource URL` (or a URL in place of PROVIDER): the protected resource to log in to (RFC 9728).
+    public var resource: String?
+    /// `--issuer`: with a resource, the authorization server to use (one the resource lists).
+    public var issuer: String?
+    /// `--initial-access-token-file`: the initial access token a registration presents (RFC 7591 §3).
+    public var initialAccessTokenFile: String?
+    /// `--acr-values`: the authentication context classes to ask for (RFC 9470 §4).
+    public var acrValues: String?
+    /// `--max-age`: the oldest authentication accepted, in seconds (RFC 9470 §4).
+    public var maxAge: Int?
+
     /// The default browser wait: 5 minutes.
     public static let defaultTimeout = 300
 
     /// Creates login options.
     public init(
         provider: String, method: Method? = nil, scopes: [String] = [], json: Bool = false, timeout: Int = LoginOptions.defaultTimeout,
-        qr: Bool? = nil, ciba: CIBALoginOptions = CIBALoginOptions(), listenPort: Int? = nil
+        qr: Bool? = nil, ciba: CIBALoginOptions = CIBALoginOptions(), listenPort: Int? = nil, resource: String? = nil,
+        issuer: String? = nil, initialAccessTokenFile: String? = nil, acrValues: String? = nil, maxAge: Int? = nil
     ) {
+        self.resource = resource
+        self.issuer = issuer
+        self.initialAccessTokenFile = initialAccessTokenFile
+        self.acrValues = acrValues
+        self.maxAge = maxAge
         self.qr = qr
         self.ciba = ciba
         self.listenPort = listenPort
@@ -334,10 +356,12 @@ extension Authflow {
                 method = .browser
                 listenPort = port
             }
-            return invocation(.login(LoginOptions(provider: positionals[0], method: method, scopes: scopes,
-                                                  json: flag("--json"), timeout: timeout,
-                                                  qr: flag("--qr") ? true : flag("--no-qr") ? false : nil, ciba: ciba,
-                                                  listenPort: listenPort)))
+            var login = LoginOptions(provider: positionals[0], method: method, scopes: scopes,
+                                     json: flag("--json"), timeout: timeout,
+                                     qr: flag("--qr") ? true : flag("--no-qr") ? false : nil, ciba: ciba,
+                                     listenPort: listenPort)
+            try ResourceLogin.parse(options, into: &login)
+            return invocation(.login(login))
         case "token":
             if flag("--dpop-proof") {
                 guard !flag("--json"), !flag("--header") else { throw UsageError("--dpop-proof prints header lines; drop --json and --header", command: commandName) }
@@ -377,7 +401,10 @@ extension Authflow {
         case "userinfo":
             return invocation(.userinfo(provider: positionals[0]))
         case "logout":
+            if flag("--unregister") { return invocation(.logoutUnregister(provider: positionals[0], localOnly: flag("--local"))) }
             return invocation(.logout(provider: positionals[0], localOnly: flag("--local")))
+        case "request":
+            return invocation(.request(try RequestOptions.parse(provider: positionals[0], url: positionals[1], options)))
         case "discover":
             return invocation(.discover(DiscoverOptions(
                 issuer: positionals[0], id: options.last { $0.name == "--id" }?.value,

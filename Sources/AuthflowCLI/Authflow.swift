@@ -204,6 +204,8 @@ public enum Authflow {
         case .tokenProof(let provider, let method, let url): return try await context.tokenProof(provider, method: method, url: url)
         case .status(let provider, let json): return try await context.status(provider, json: json)
         case .logout(let provider, let localOnly): return try await context.logout(provider, localOnly: localOnly)
+        case .logoutUnregister(let provider, let localOnly): return try await context.logoutUnregistering(provider, localOnly: localOnly)
+        case .request(let options): return try await context.request(options)
         case .discover(let options): return try await context.discover(options)
         case .userinfo(let provider): return try await context.userinfo(provider)
         case .demo: return await Demo(context: context).run()

@@ -197,7 +197,7 @@ struct Context: Sendable {
             err.write("\(style.red("authflow: error:")) \(escaped(message))\n")
             return .dataError
         case .oauth(let error, let provider):
-            let subject = adviceSubject(provider ?? error.providerID)
+            let subject = adviceSubject(provider ?? error.providerID, for: error)
             let row = ErrorAdvice.row(for: error, subject)
             if row.status == .interrupted {
                 err.write("authflow: interrupted; nothing was stored.\n")
@@ -215,7 +215,7 @@ struct Context: Sendable {
         var text = ""
         if let provider = error.providerID, !(error.message ?? "").contains("\"\(provider)\"") { text += "\(provider): " }
         if let response = error.response {
-            text += "the provider answered \(response.code.rawValue)"
+            text += "the \(error.endpoint == .resource ? "resource" : "provider") answered \(response.code.rawValue)"
             if let detail = response.errorDescription { text += " (\(detail))" }
             if let message = error.message { text += "; \(message)" }
         } else if let message = error.message {

@@ -37,6 +37,9 @@ extension Context {
             let flow = try await AuthFlow(providers: [provider], store: MemorySecretStore(), transport: transport,
                                           options: flowOptions(providers: [provider]))
             metadata = try await flow.metadata(for: provider)
+        } catch where error.code == .httpStatus && (400..<500).contains(error.httpStatus ?? 0) {
+            // No issuer metadata there: perhaps a protected resource (RFC 9728; DiscoverResource.swift).
+            return try await discoverResource(options, issuerError: error)
         } catch {
             throw .oauth(error, provider: nil)
         }
@@ -47,21 +50,8 @@ extension Context {
                 + "\"catalog_entry\":\(JSONValue.text(orderedMembers: entry))}\n")
             return .success
         }
-        // Each endpoint under the catalog key that would override it, from the settings table.
-        var rows = ProviderCatalog.settings.compactMap { setting in
-            setting.discovered.map { [setting.key, metadata.document[$0]?.stringValue.map(Self.printable) ?? "-"] }
-        }
-        func list(_ values: [String]?) -> String { values.map { $0.map(Self.printable).joined(separator: " ") } ?? "-" }
-        rows += [
-            ["grant types", list(metadata.grantTypesSupported)],
-            ["scopes", list(metadata.scopesSupported)],
-            ["ID token algorithms", list(metadata.idTokenSigningAlgorithmsSupported)],
-            ["PKCE methods", list(metadata.codeChallengeMethodsSupported)],
-            ["iss in callbacks", metadata.authorizationResponseIssParameterSupported ? "required (RFC 9207)" : "not advertised"],
-            ["client authentication", list(metadata.tokenEndpointAuthMethodsSupported)],
-        ]
         out.write("Issuer \(Self.printable(metadata.issuer))\n")
-        out.write(Table.render(header: ["METADATA", "VALUE"], rows: rows, style: outStyle))
+        out.write(Table.render(header: ["METADATA", "VALUE"], rows: Self.metadataRows(metadata), style: outStyle))
         if metadata.tokenEndpointAuthMethodsSupported?.contains("private_key_jwt") == true {
             // A key is safer than a shared secret (nothing reusable crosses the wire), so say how to use one where the issuer takes it.
             out.write("\nThe issuer accepts private_key_jwt: instead of a client secret, add \"clientAuthentication\": \"private_key_jwt\", "
@@ -71,6 +61,27 @@ extension Context {
         out.write("\nCatalog entry (add clientSecretEnv and redirectURI as your client needs):\n\(JSONValue.line(entry))")
         return .success
     }
+
+    /// The rows of the metadata table: each endpoint under the catalog key that would override it
+    /// (from the settings table), then what the server supports.
+    static func metadataRows(_ metadata: ProviderMetadata) -> [[String]] {
+        var rows = ProviderCatalog.settings.compactMap { setting in
+            setting.discovered.map { [setting.key, metadata.document[$0]?.stringValue.map(Self.printable) ?? "-"] }
+        }
+        rows += [
+            ["grant types", list(metadata.grantTypesSupported)],
+            ["scopes", list(metadata.scopesSupported)],
+            ["ID token algorithms", list(metadata.idTokenSigningAlgorithmsSupported)],
+            ["PKCE methods", list(metadata.codeChallengeMethodsSupported)],
+            ["iss in callbacks", metadata.authorizationResponseIssParameterSupported ? "required (RFC 9207)" : "not advertised"],
+            ["client authentication", list(metadata.tokenEndpointAuthMethodsSupported)],
+            ["registration", metadata.registrationEndpoint.map { Self.printable($0.absoluteString) } ?? "-"],
+        ]
+        return rows
+    }
+
+    /// A list of server values for a table cell: printable, space-separated; `-` for none.
+    static func list(_ values: [String]?) -> String { values.map { $0.map(Self.printable).joined(separator: " ") } ?? "-" }
 
     /// The issuer's host as a catalog id: characters an id may not hold become `-`.
     static func entryID(forIssuer issuer: String) -> String {

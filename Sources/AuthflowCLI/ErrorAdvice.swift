@@ -34,6 +34,10 @@ struct ErrorAdvice {
         var credential: String?
         /// The client's own credential (its client authentication), in words.
         var client: String?
+        /// The provider's configured scopes (what a step-up login keeps asking for).
+        var scopes: [String] = []
+        /// The `authflow login` line that answers a resource's step-up (`LOGIN`); set for `.stepUpRequired` only.
+        var stepUpLogin: String?
 
         /// A subject known only by its id and the catalog's path (a grant a person logs in to is assumed).
         init(provider: String? = nil, catalog: String? = nil) {
@@ -45,6 +49,7 @@ struct ErrorAdvice {
         /// to name; `catalog` is the catalog's path.
         init(_ provider: Provider, catalog: String?) {
             self.init(provider: provider.id, catalog: catalog)
+            scopes = provider.scopes
             client = Self.client(of: provider)
             credential = Self.credential(of: provider, grant: Context.onDemandGrant(provider)) ?? client
         }
@@ -145,6 +150,9 @@ struct ErrorAdvice {
             error.grant?.needsPerson == false
                 && (error.response?.code == .invalidGrant || error.response == nil && error.httpStatus == 401)
         },
+        Row(name: "step-up", condition: "`.stepUpRequired`: a resource asked for more scope or a stronger or more recent authentication "
+            + "(RFC 6750 §3.1, RFC 9470); the error names what it asked",
+            status: .denied, advice: "Log in again with what it asked for: LOGIN") { error, _ in error.code == .stepUpRequired },
         Row(name: "login-needed", condition: "recovery `reauthorize`: nothing stored, a refresh token or code refused (`invalid_grant`, "
             + "`invalid_token`), `.expired`, `.stateMismatch`, `.invalidCallback`, `.idTokenRejected`",
             status: .denied, advice: "Log in again: authflow login PROVIDER", takingEvery: .reauthorize),
@@ -184,7 +192,8 @@ struct ErrorAdvice {
     static func line(_ row: Row, _ subject: Subject) -> String? {
         guard var line = row.advice else { return nil }
         for (placeholder, value) in [("PROVIDER", subject.provider), ("CLIENT", subject.client),
-                                     ("CREDENTIAL", subject.credential), ("CATALOG", subject.catalog)] where line.contains(placeholder) {
+                                     ("CREDENTIAL", subject.credential), ("CATALOG", subject.catalog),
+                                     ("LOGIN", subject.stepUpLogin)] where line.contains(placeholder) {
             guard let value else { return nil }
             line = line.replacing(placeholder, with: escaped(value))
         }
@@ -195,6 +204,16 @@ struct ErrorAdvice {
 extension Context {
     /// What the advice may name about `provider`, from the catalog; only the id and the catalog's
     /// path when the provider cannot be loaded.
+    /// ``adviceSubject(_:)`` for `error`: with the `authflow login` line that answers a resource's
+    /// step-up (`LOGIN`: its scopes added to the provider's, its `acr_values` and `max_age`).
+    func adviceSubject(_ provider: String?, for error: OAuthError) -> ErrorAdvice.Subject {
+        var subject = adviceSubject(provider)
+        if let challenge = error.challenge, let id = subject.provider {
+            subject.stepUpLogin = ResourceLogin.loginLine(provider: id, challenge: challenge, held: subject.scopes)
+        }
+        return subject
+    }
+
     func adviceSubject(_ provider: String?) -> ErrorAdvice.Subject {
         let catalog = try? configURL().path
         guard let provider, let loaded = try? self.provider(provider) else { return ErrorAdvice.Subject(provider: provider, catalog: catalog) }

@@ -13,10 +13,11 @@ extension Authflow {
             options: [OptionSpec("--json", "one JSON object per provider per line: id, grants, login (the default method), scopes")]),
         CommandSpec(
             "login",
-            usage: "[--config FILE] [--store DIR] login PROVIDER [--device | --browser | --paste | --client-credentials | --ciba] "
+            usage: "[--config FILE] [--store DIR] login PROVIDER|URL [--device | --browser | --paste | --client-credentials | --ciba] "
                 + "[--scope S]... [--json] [--timeout SECONDS] [--qr | --no-qr] [--listen-port PORT] "
                 + "[--login-hint VALUE | --id-token-hint TOKEN | --login-hint-token TOKEN] [--binding-message TEXT] "
-                + "[--user-code CODE] [--requested-expiry SECONDS]",
+                + "[--user-code CODE] [--requested-expiry SECONDS] [--resource URL] [--issuer ISSUER] "
+                + "[--initial-access-token-file FILE] [--acr-values VALUES] [--max-age SECONDS]",
             synopsis: "login PROVIDER [--device | --browser | --paste | --client-credentials | --ciba] [--scope S]... [--json]",
             summary: "log in and store the tokens", positionalNames: ["PROVIDER"], positionals: 1...1, takesProvider: true,
             about: """
@@ -28,6 +29,13 @@ extension Authflow {
             uses client credentials, unless it has a backchannelAuthenticationURL and a cibaLoginHint:
             then CIBA. When the browser login is chosen with no display, authflow says how to finish
             from another machine: --paste, or a forwarded --listen-port.
+
+            Given a protected resource's URL instead (or PROVIDER --resource URL), authflow reads the
+            resource's metadata (RFC 9728), the metadata of the authorization server it names,
+            registers a client there (RFC 7591), adds {"id", "issuer", "resource",
+            "registration": "dynamic"} to the catalog (the file it names), and logs in with the browser.
+            A provider with "registration": "dynamic" registers its client at its first login; an
+            expired client secret is registered again.
             """,
             options: [
                 OptionSpec("--device", "RFC 8628 device authorization: prints a URL and a code to type",
@@ -65,6 +73,14 @@ extension Authflow {
                            "128 characters, no control characters; refused before anything is sent)"),
                 OptionSpec("--user-code", value: "CODE", "CIBA: the person's user code, for providers that ask for one"),
                 OptionSpec("--requested-expiry", value: "SECONDS", "CIBA: how long the request may wait for the person"),
+                OptionSpec("--resource", value: "URL", "the protected resource to log in to (RFC 9728); PROVIDER is then",
+                           "the id its catalog entry gets (default: the URL's host)"),
+                OptionSpec("--issuer", value: "ISSUER", "with a resource: the authorization server to use, one it lists",
+                           "(default: the first it lists)"),
+                OptionSpec("--initial-access-token-file", value: "FILE",
+                           "the initial access token a registration presents (RFC 7591 §3)"),
+                OptionSpec("--acr-values", value: "VALUES", "ask for these authentication context classes (RFC 9470 step-up)"),
+                OptionSpec("--max-age", value: "SECONDS", "ask for an authentication at most SECONDS old (RFC 9470 step-up)"),
             ],
             notes: """
             Ctrl-C cancels the login promptly, stores nothing, and exits 130; with --paste, the end
@@ -105,13 +121,20 @@ extension Authflow {
             """,
             options: [OptionSpec("--json", "one JSON object per provider per line")]),
         CommandSpec(
-            "discover", usage: "discover ISSUER [--id ID] [--client-id CLIENT_ID] [--json]", synopsis: "discover ISSUER [--json]",
-            summary: "fetch an issuer's metadata and print a catalog entry for it", positionalNames: ["ISSUER"], positionals: 1...1,
+            "discover", usage: "discover ISSUER|URL [--id ID] [--client-id CLIENT_ID] [--json]", synopsis: "discover ISSUER|URL [--json]",
+            summary: "fetch an issuer's or a resource's metadata and print a catalog entry for it", positionalNames: ["ISSUER"],
+            positionals: 1...1,
             about: """
             Fetch ISSUER's metadata (OpenID Connect Discovery 1.0; RFC 8414 when there is no OpenID
             document) and print its endpoints, then a catalog entry to paste into providers.json:
             {"id", "issuer", "clientID"} — the endpoints are discovered again when the entry is used.
             Exits 65 when the document's issuer is not exactly ISSUER.
+
+            When URL has no such metadata, it is taken as a protected resource: its metadata
+            (RFC 9728; from its 401 challenge or the well-known URL), then the metadata of the first
+            authorization server it lists, each step printed; nothing is registered. The entry is
+            then {"id", "issuer", "resource", "registration": "dynamic"} when the server registers
+            clients (RFC 7591), which authflow login registers at its first run.
             """,
             options: [
                 OptionSpec("--id", value: "ID", "the entry's id (default: ISSUER's host, with ':' as '-')"),
@@ -129,7 +152,7 @@ extension Authflow {
             when an ID token is held, the answer's sub must equal its sub.
             """),
         CommandSpec(
-            "logout", usage: "[--config FILE] [--store DIR] logout PROVIDER [--local]", synopsis: "logout PROVIDER [--local]",
+            "logout", usage: "[--config FILE] [--store DIR] logout PROVIDER [--local] [--unregister]", synopsis: "logout PROVIDER [--local]",
             summary: "revoke at the provider (when it can), then forget", positionalNames: ["PROVIDER"], positionals: 1...1,
             takesProvider: true,
             about: """
@@ -139,13 +162,41 @@ extension Authflow {
             with the status of the failure (69 unreachable, 75 temporary, 65 refused), since that
             token may stay valid at the provider until it expires.
             """,
-            options: [OptionSpec("--local", "delete the stored tokens without contacting the provider")],
+            options: [
+                OptionSpec("--local", "delete the stored tokens without contacting the provider"),
+                OptionSpec("--unregister", "also delete the dynamically registered client at the server",
+                           "(RFC 7592 §2.3) and its stored registration"),
+            ],
             optionWidth: 10,
             notes: """
             With a postgresql:// store the entry is deleted for every process and machine that
             shares the database (each authflow run keeps no copy of its own), and a refresh in
             flight elsewhere cannot store the login again.
             """),
+        CommandSpec(
+            "request", usage: "[--config FILE] [--store DIR] request PROVIDER URL [--method M] [--data DATA] [--add-header H]...",
+            synopsis: "request PROVIDER URL [--method M] [--data @FILE]",
+            summary: "send one request with the provider's token and print the answer", positionalNames: ["PROVIDER", "URL"],
+            positionals: 2...2, takesProvider: true,
+            about: """
+            Send one HTTP request to URL with PROVIDER's token (refreshed when due; a DPoP-bound token
+            with a proof, RFC 9449) and print the answer's body on stdout; exit 0 for a 2xx answer.
+            URL must be https:// (or http:// on loopback), on the origin of one of the provider's
+            resources when it names any. A 401 invalid_token renews the token and sends once more.
+
+            When the resource asks for more — insufficient_scope (RFC 6750 §3.1) or
+            insufficient_user_authentication (RFC 9470) — it prints what was asked and the authflow
+            login line that gets it, and exits 77. Another non-2xx answer exits 77 (401, 403), 75
+            (429, 5xx) or 65, after printing the body.
+            """,
+            options: [
+                OptionSpec("--method", value: "M", "the method (default GET, or POST with --data)"),
+                OptionSpec("--data", value: "DATA", "the body: DATA itself, @FILE for a file's content, @- for stdin"),
+                OptionSpec("--add-header", value: "H", "one more header, \"Name: value\" (repeatable); Content-Type defaults",
+                           "to application/json with --data"),
+            ],
+            optionWidth: 14,
+            notes: "Example: authflow request api https://api.example.com/v1/items --data @item.json"),
         CommandSpec(
             "git-credential", usage: "[--config FILE] [--store DIR] git-credential PROVIDER get|store|erase",
             synopsis: "git-credential PROVIDER ACTION", summary: "git's credential helper: a token as git's password",

@@ -28,9 +28,18 @@ extension Context {
     }
 
     func login(_ options: LoginOptions) async throws(CLIError) -> ExitCode {
-        let provider = try provider(options.provider)
+        var options = options
+        // From a resource's URL: its catalog entry first (ResourceLogin.swift); a dynamic client is registered before its login.
+        if let resource = options.resource { options = try await prepareResourceLogin(options, resource: resource) }
+        let provider = try await registered(try provider(options.provider), initialAccessTokenFile: options.initialAccessTokenFile)
         let chosen: LoginOptions.Method?
-        if let forced = options.method { chosen = forced } else { chosen = Self.defaultMethod(try await discovering(provider), environment: environment) }
+        if let forced = options.method {
+            chosen = forced
+        } else if provider.dynamicRegistration != nil {
+            chosen = .browser   // the grants it registers: the code and refresh grants
+        } else {
+            chosen = Self.defaultMethod(try await discovering(provider), environment: environment)
+        }
         guard let method = chosen else {
             throw .data("\(provider.id) has no authorizationURL, no deviceAuthorizationURL and no client secret: nothing to log in with")
         }
@@ -80,7 +89,7 @@ extension Context {
             flow = try await self.flow([listening], store: store)
             let request: AuthorizationRequest
             do {
-                request = try await flow.authorizationRequest(provider: id, scopes: scopes)
+                request = try await flow.authorizationRequest(provider: id, scopes: scopes, parameters: ResourceLogin.stepUpParameters(options))
             } catch {
                 receiver.close()
                 throw .oauth(error, provider: id)

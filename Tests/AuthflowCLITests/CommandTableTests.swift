@@ -47,6 +47,8 @@ struct CommandTableTests {
     static let sampleValues: [String: (String, String)] = [
         "--timeout": ("5", "6"), "--client-timeout": ("7", "8"), "--socket": ("/run/a.sock", "/run/b.sock"),
         "--sink": ("gh=/run/gh.token", "gl=/run/gl.token"), "--metrics-file": ("/run/a.prom", "/run/b.prom"),
+        "--resource": ("https://api.example/mcp", "https://api.example/other"), "--issuer": ("https://a.example", "https://b.example"),
+        "--max-age": ("1", "2"), "--add-header": ("X-A: 1", "X-B: 2"), "--method": ("GET", "PUT"),
         "--requested-expiry": ("60", "120"),
         "--listen-port": ("8400", "8401"),
     ]
@@ -60,6 +62,8 @@ struct CommandTableTests {
         case ("git-credential", _): return [command, "gh", "get"] + extra
         case ("exec", _): return [command, "gh"] + extra + ["--", "true"]
         case ("token", "--dpop-proof"): return [command, "gh", "GET", "https://api.example/"] + extra
+        case ("login", "--issuer"): return [command, "gh", "--resource", "https://api.example/mcp"] + extra
+        case ("request", _): return [command, "gh", "https://api.example/x"] + extra
         default: return [command] + Array(repeating: "gh", count: spec.positionals.lowerBound) + extra
         }
     }

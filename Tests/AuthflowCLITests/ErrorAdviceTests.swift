@@ -72,6 +72,12 @@ struct ErrorAdviceTests {
             h.mock.script(.token, [.oauthError("invalid_grant", description: "subject token expired")])
             return (await h.run(["token", "wl"]), "The provider refused the subject token in \(file.path): check that it is still valid there "
                         + "(not deleted, disabled, expired or replaced); logging in again cannot fix this.")
+        case "step-up":
+            // A resource asks for more than the token carries (RFC 6750 §3.1): `request` names what and the login that gets it.
+            try h.catalog(device)
+            #expect(await h.deviceLogin("gh", access: "at-1", refresh: "rt-1") == .success)
+            h.mock.script(path: "/api/admin", [MockResponse(status: 403, headers: ["WWW-Authenticate": #"Bearer error="insufficient_scope", scope="read admin""#])])
+            return (await h.run(["request", "gh", "\(h.base)/api/admin"]), "Log in again with what it asked for: authflow login gh --browser --scope 'read admin'")
         case "login-needed":
             try h.catalog(device)
             #expect(await h.deviceLogin("gh", access: "at-1", refresh: "rt-1") == .success)
@@ -120,7 +126,7 @@ struct ErrorAdviceTests {
     func statuses() {
         let statuses = Dictionary(uniqueKeysWithValues: ErrorAdvice.rows.map { ($0.name, $0.status.rawValue) })
         #expect(statuses == ["database-busy": 75, "interrupted": 130, "unreachable": 69, "client-refused": 65, "credential-refused": 65,
-                             "login-needed": 77, "temporary": 75, "storage": 65, "configuration": 65, "denied": 77])
+                             "step-up": 77, "login-needed": 77, "temporary": 75, "storage": 65, "configuration": 65, "denied": 77])
         // Every error has a recovery, and the rows for the four recoveries take everything, so one always matches.
         for error in [OAuthError(.transport), OAuthError(.accessDenied), OAuthError(.crypto), OAuthError(.httpStatus, httpStatus: 418)] {
             #expect(ErrorAdvice.rows.contains { $0.matches(error, ErrorAdvice.Subject()) })

@@ -16,7 +16,7 @@ public struct OAuthError: Error, Sendable, Equatable {
         private enum Base: String, Sendable {
             case configuration, transport, httpStatus, serverRejected, accessDenied, expired,
                  invalidResponse, stateMismatch, invalidCallback, idTokenRejected, storage,
-                 crypto, cancelled, reauthorizationRequired, timedOut
+                 crypto, cancelled, reauthorizationRequired, timedOut, stepUpRequired
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -53,6 +53,11 @@ public struct OAuthError: Error, Sendable, Equatable {
         public static let reauthorizationRequired = Code(.reauthorizationRequired)
         /// A wait ran out (a lock, a callback, a poll deadline).
         public static let timedOut = Code(.timedOut)
+        /// A protected resource asked for more than the token carries: a scope
+        /// (`insufficient_scope`, RFC 6750 §3.1) or a stronger or more recent authentication
+        /// (`insufficient_user_authentication`, RFC 9470 §3). ``OAuthError/Fields/challenge`` says what it
+        /// asked; a person logs in again with it (``AuthFlow/stepUpRequest(provider:challenge:)``).
+        public static let stepUpRequired = Code(.stepUpRequired)
 
         /// The code's name, such as `serverRejected`.
         public var description: String { base.rawValue }
@@ -78,6 +83,10 @@ public struct OAuthError: Error, Sendable, Equatable {
         case discovery
         /// The pushed authorization request endpoint (RFC 9126 §2).
         case pushedAuthorization
+        /// The client registration endpoint (RFC 7591 §3) or a client configuration endpoint (RFC 7592 §2).
+        case registration
+        /// A protected resource or its metadata (RFC 9728, RFC 6750 §3).
+        case resource
         /// The backchannel authentication endpoint (OpenID Connect CIBA Core 1.0 §7).
         case backchannelAuthentication
     }
@@ -117,6 +126,9 @@ public struct OAuthError: Error, Sendable, Equatable {
         /// The lower-level error, such as a `URLError` or a POSIX error.
         public var underlying: (any Error)?
 
+        /// What a protected resource asked for (``Code/stepUpRequired``), read from its
+        /// `WWW-Authenticate` challenge (RFC 6750 §3, RFC 9470 §3); nil for other errors.
+        public var challenge: ResourceChallenge? = nil
         /// The grant whose token request failed (`.refreshToken` for a refresh), when the token
         /// endpoint's exchange did; it decides whether a refused grant is a person's to redo
         /// (``Recovery/reauthorize``) or a credential's to fix (``Recovery/fixConfiguration``).
@@ -161,7 +173,7 @@ public struct OAuthError: Error, Sendable, Equatable {
             case .temporarilyUnavailable?, .serverError?, .slowDown?, .authorizationPending?: return .retryLater
             default: return .fixConfiguration
             }
-        case .reauthorizationRequired, .expired, .stateMismatch, .invalidCallback, .idTokenRejected: return .reauthorize
+        case .reauthorizationRequired, .expired, .stateMismatch, .invalidCallback, .idTokenRejected, .stepUpRequired: return .reauthorize
         case .accessDenied, .cancelled: return .none
         case .invalidResponse: return (self.httpStatus ?? 200) >= 500 ? .retryLater : .fixConfiguration
         case .storage, .crypto, .configuration: return .fixConfiguration
@@ -176,6 +188,7 @@ public struct OAuthError: Error, Sendable, Equatable {
     public static func == (lhs: OAuthError, rhs: OAuthError) -> Bool {
         lhs.code == rhs.code && lhs.providerID == rhs.providerID && lhs.endpoint == rhs.endpoint
             && lhs.httpStatus == rhs.httpStatus && lhs.response == rhs.response && lhs.message == rhs.message
+            && lhs.challenge == rhs.challenge
             && lhs.grant == rhs.grant
     }
 }
@@ -221,6 +234,7 @@ extension OAuthError: CustomDebugStringConvertible, CustomReflectable {
             if let text = response.errorDescription { children.append(("errorDescription", text)) }
         }
         if let message = self.message { children.append(("message", DisplayText.escape(message))) }
+        if let challenge = self.challenge, !challenge.asked.isEmpty { children.append(("asked", challenge.asked)) }
         if let underlying = self.underlying { children.append(("underlying", String(describing: type(of: underlying)))) }
         children.append(("recovery", recovery.rawValue))
         return Mirror(self, children: children, displayStyle: .struct)
@@ -271,6 +285,13 @@ public struct ErrorResponse: Sendable, Hashable, Codable {
         public static let invalidToken = Code(rawValue: "invalid_token")
         /// `insufficient_scope` (RFC 6750 §3.1): the access token lacks a scope the resource needs.
         public static let insufficientScope = Code(rawValue: "insufficient_scope")
+        /// `insufficient_user_authentication` (RFC 9470 §3): the resource wants a stronger or more
+        /// recent authentication (`acr_values`, `max_age`).
+        public static let insufficientUserAuthentication = Code(rawValue: "insufficient_user_authentication")
+        /// `invalid_redirect_uri` (RFC 7591 §3.2.2): a redirect URI was refused at registration.
+        public static let invalidRedirectURI = Code(rawValue: "invalid_redirect_uri")
+        /// `invalid_client_metadata` (RFC 7591 §3.2.2): a client metadata value was refused at registration.
+        public static let invalidClientMetadata = Code(rawValue: "invalid_client_metadata")
     }
 
     /// The `error` value.

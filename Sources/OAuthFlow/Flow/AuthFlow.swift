@@ -129,8 +129,10 @@ public actor AuthFlow {
             }
             byID[provider.id] = provider
         }
-        self.providers = byID
         let logger = Logger(sink: options.log)
+        // A dynamically registered provider gets its stored registration (Flow/AuthFlow+Registration.swift).
+        byID = await Self.applyingRegistrations(byID, store: store, logger: logger)
+        self.providers = byID
         let tokens = TokenCache(providers: byID.keys, refreshMargin: options.refreshMargin)
         let discovery = Discovery(now: options.now)
         self.endpoints = byID.mapValues { provider in

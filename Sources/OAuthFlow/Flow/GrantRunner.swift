@@ -437,7 +437,14 @@ extension AuthFlow {
     /// The configured provider `id`; an unknown one is published as `.error`.
     /// - Throws: ``OAuthError`` `.configuration` when there is none.
     func resolve(_ id: String) throws(OAuthError) -> Provider {
-        do { return try provider(id) } catch { throw fail(id, error) }
+        let provider: Provider
+        do { provider = try self.provider(id) } catch { throw fail(id, error) }
+        // A dynamically registered client without its registration has no client ID to send yet.
+        guard !provider.awaitsRegistration else {
+            throw fail(id, OAuthError(.reauthorizationRequired, providerID: id, message:
+                "provider \"\(id)\" registers its client dynamically and no registration is stored yet; a login registers it (registerClient(provider:))"))
+        }
+        return provider
     }
 
     // MARK: Tickets and the commit step (the logout race, see LogoutLedger)

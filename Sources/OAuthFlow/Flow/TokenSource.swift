@@ -105,6 +105,36 @@ public struct TokenSource: Sendable {
     }
 }
 
+extension TokenSource {
+    /// The error a resource's refusal means when it asks for more than the token carries: a 401
+    /// or 403 whose `WWW-Authenticate` challenge says `insufficient_scope` (RFC 6750 §3.1) or
+    /// `insufficient_user_authentication` (RFC 9470 §3) gives ``OAuthError`` `.stepUpRequired`,
+    /// with what it asked in ``OAuthError/Fields/challenge``; any other answer gives nil.
+    ///
+    /// For HTTP clients other than an ``HTTPTransport`` (``AuthorizingTransport`` throws it for
+    /// you). Show the person what was asked and run ``AuthFlow/stepUpRequest(provider:challenge:)``;
+    /// never log in without them. The error is published as `.error` for the provider.
+    /// - Parameters:
+    ///   - status: the answer's HTTP status.
+    ///   - headers: its header fields (names in any case).
+    /// - Throws: ``OAuthError`` `.invalidResponse` (endpoint `.resource`) for a 401 or 403 whose
+    ///   challenge holds a control character or a value out of bounds (``ResourceChallenge/parse(status:headers:)``).
+    public func stepUpError(status: Int, headers: [String: String]) async throws(OAuthError) -> OAuthError? {
+        do {
+            guard let error = try ResourceChallenge.stepUpError(status: status, headers: headers, provider: providerID) else { return nil }
+            return await flow.fail(providerID, error)
+        } catch {
+            throw await flow.fail(providerID, error)
+        }
+    }
+
+    /// Throws the step-up error of `response`, if it carries one (``stepUpError(status:headers:)``).
+    func checkStepUp(_ response: HTTPResponse) async throws(OAuthError) {
+        guard response.status == 401 || response.status == 403 else { return }
+        if let error = try await stepUpError(status: response.status, headers: response.headers) { throw error }
+    }
+}
+
 extension TokenSource: CustomStringConvertible, CustomReflectable {
     /// `TokenSource(<provider>)`: no token.
     public var description: String { "TokenSource(\(providerID))" }

@@ -19,7 +19,13 @@
 /// - A 401 whose `WWW-Authenticate` holds a Bearer challenge with `error="invalid_token"`
 ///   (RFC 6750 §3.1) renews the token once — a refresh shared with every other caller, or none
 ///   when another caller already renewed it — and sends the request once more. Whatever that
-///   second attempt answers is returned as is. Any other 401 (or 403) is returned unchanged.
+///   second attempt answers is returned, unless it is a step-up (below).
+/// - A 401 or 403 whose challenge asks for more than the token carries — `insufficient_scope`
+///   (RFC 6750 §3.1) or `insufficient_user_authentication` (RFC 9470 §3) — is thrown as
+///   ``OAuthError`` `.stepUpRequired` with what was asked (``OAuthError/Fields/challenge``); nothing
+///   logs in by itself (``AuthFlow/stepUpRequest(provider:challenge:)`` does, with a person).
+///   A 401 or 403 whose `WWW-Authenticate` holds a control character is `.invalidResponse`.
+///   Any other 401 (or 403) is returned unchanged.
 ///
 /// The request body is sent again on the retry; every ``HTTPRequest`` body is in memory.
 public struct AuthorizingTransport: HTTPTransport {
@@ -45,15 +51,18 @@ public struct AuthorizingTransport: HTTPTransport {
     ///   (`.reauthorizationRequired`, `.transport` from the token endpoint, …); from the renewal
     ///   after a 401 `invalid_token` (then the 401 is not returned); `.invalidResponse` for a token
     ///   type other than Bearer or DPoP; what the DPoP signer throws; and whatever `base` throws.
+    ///   `.stepUpRequired` for a refusal that asks for more scope or a stronger authentication;
+    ///   `.invalidResponse` for a refusal whose challenge holds a control character.
     public func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
         guard request.header("Authorization") == nil else { return try await base.send(request) }
         let set = try await source.tokenSet()
-        let response = try await sendDPoPAware(request, with: set)
-        guard response.status == 401, Challenge.isInvalidToken(response.headers["www-authenticate"]) else {
-            return response
+        var response = try await sendDPoPAware(request, with: set)
+        if response.status == 401, Challenge.isInvalidToken(response.headers["www-authenticate"]) {
+            let renewed = try await source.renew(rejecting: set.accessToken)
+            response = try await sendDPoPAware(request, with: renewed)
         }
-        let renewed = try await source.renew(rejecting: set.accessToken)
-        return try await sendDPoPAware(request, with: renewed)
+        try await source.checkStepUp(response)
+        return response
     }
 
     /// Sends `request` authorized with `set`. For a DPoP-bound token: a fresh proof, the server's

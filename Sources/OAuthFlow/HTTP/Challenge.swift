@@ -34,6 +34,19 @@ struct Challenge: Sendable, Equatable {
         return parser.challenges()
     }
 
+    /// Why `header` cannot be acted on, or nil when it can: longer than ``maximumLength`` (a value
+    /// cut there could change meaning), or holding a control character other than a tab, which
+    /// neither a token nor a quoted-string may carry (RFC 9110 §5.6.2, §5.6.4). What a resource's
+    /// challenge asks for is shown to people and put into an authorization request, so such a
+    /// header is refused as a whole rather than read in part.
+    static func problem(in header: String) -> String? {
+        guard header.utf8.count <= maximumLength else { return "is longer than \(maximumLength) bytes" }
+        guard header.utf8.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) else {
+            return "holds a control character (RFC 9110 §5.6.4)"
+        }
+        return nil
+    }
+
     private struct Parser {
         let bytes: [UInt8]
         var index = 0

@@ -185,6 +185,11 @@ final class EndpointClient: Sendable {
     }
 
     private func fieldNames(_ request: HTTPRequest) -> String {
+        // A JSON body (a registration, RFC 7591) shows its member names, never the text.
+        if request.header("Content-Type") == "application/json" {
+            guard let body = request.body, case .object(let members)? = try? JSONValue.parse(body) else { return "" }
+            return members.keys.sorted().joined(separator: ",")
+        }
         let body = request.body.flatMap { String(data: $0, encoding: .utf8) } ?? ""
         return FormEncoding.decode(body).map(\.0).joined(separator: ",")
     }

@@ -21,6 +21,8 @@ final class Discovery: Sendable {
     let metadataCache = DocumentCache<ProviderMetadata>()
     /// JWKS by URL (OIDC/JWKSCache.swift).
     let keyCache = DocumentCache<JWKSet>()
+    /// Protected-resource metadata by resource URL (RFC 9728; Registration/ResourceDiscovery.swift).
+    let resourceCache = DocumentCache<ProtectedResourceMetadata>()
     /// The wall clock the documents' lifetimes run on (the flow's ``AuthFlow/Options/now``).
     let now: @Sendable () -> Date
 
@@ -81,7 +83,7 @@ final class Discovery: Sendable {
         case .endSession: provider.endSessionURL
         case .pushedAuthorization: provider.pushedAuthorizationURL
         case .backchannelAuthentication: provider.backchannelAuthenticationURL
-        case .discovery: nil
+        case .discovery, .registration, .resource: nil
         }
     }
 
@@ -98,6 +100,8 @@ final class Discovery: Sendable {
         case .pushedAuthorization: "pushedAuthorizationURL"
         case .backchannelAuthentication: "backchannelAuthenticationURL"
         case .discovery: "jwksURL"
+        case .registration: "registration"
+        case .resource: "resource"
         }
     }
 

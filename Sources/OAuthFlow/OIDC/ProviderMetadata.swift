@@ -50,6 +50,8 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
     /// `require_pushed_authorization_requests` (RFC 9126 §5); false when absent. When true, the
     /// flow pushes every authorization request.
     public var requirePushedAuthorizationRequests: Bool
+    /// `registration_endpoint` (RFC 7591 §3, RFC 8414 §2): where clients register dynamically.
+    public var registrationEndpoint: URL?
     /// `backchannel_authentication_endpoint` (OpenID Connect CIBA Core 1.0 §4).
     public var backchannelAuthenticationEndpoint: URL?
     /// `backchannel_token_delivery_modes_supported` (CIBA Core §4): `poll`, `ping`, `push`.
@@ -79,6 +81,7 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         jwksURI = try endpoint("jwks_uri")
         pushedAuthorizationRequestEndpoint = try endpoint("pushed_authorization_request_endpoint")
         requirePushedAuthorizationRequests = try json.bool("require_pushed_authorization_requests") ?? false
+        registrationEndpoint = try endpoint("registration_endpoint")
         backchannelAuthenticationEndpoint = try endpoint("backchannel_authentication_endpoint")
         backchannelTokenDeliveryModesSupported = try json.strings("backchannel_token_delivery_modes_supported")
         backchannelUserCodeParameterSupported = try json.bool("backchannel_user_code_parameter_supported") ?? false
@@ -103,8 +106,9 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         case .userinfo: userinfoEndpoint
         case .endSession: endSessionEndpoint
         case .pushedAuthorization: pushedAuthorizationRequestEndpoint
+        case .registration: registrationEndpoint
         case .backchannelAuthentication: backchannelAuthenticationEndpoint
-        case .discovery: nil
+        case .discovery, .resource: nil
         }
     }
 
@@ -121,6 +125,8 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         case .pushedAuthorization: "pushed_authorization_request_endpoint"
         case .backchannelAuthentication: "backchannel_authentication_endpoint"
         case .discovery: "jwks_uri"
+        case .registration: "registration_endpoint"
+        case .resource: "authorization_servers"
         }
     }
 
@@ -131,6 +137,7 @@ public struct ProviderMetadata: Sendable, Hashable, CustomStringConvertible {
         switch endpoint {
         case .token, .revocation, .introspection, .deviceAuthorization, .userinfo, .pushedAuthorization, .backchannelAuthentication: break
         case .authorization, .endSession, .discovery: return nil   // reached by the browser, or fetched without the certificate
+        case .registration, .resource: return nil   // registration is sent without client authentication (RFC 7591 §3)
         }
         guard let text = aliases[Self.memberName(of: endpoint)]?.stringValue, let url = URL(string: text, encodingInvalidCharacters: false),
               url.scheme?.lowercased() == "https", Provider.endpointProblem(url) == nil else { return nil }

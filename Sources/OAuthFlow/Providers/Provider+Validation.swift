@@ -24,7 +24,9 @@ extension Provider {
         guard Self.isValidID(self.id) else {
             throw fail("id", "must be 1 to 128 characters of letters, digits, '.', '_' or '-', not starting with '.'")
         }
-        guard !self.clientID.isEmpty else { throw fail("clientID", "must not be empty") }
+        // A dynamically registered client has no client ID until its registration is stored.
+        guard !self.clientID.isEmpty || self.dynamicRegistration != nil else { throw fail("clientID", "must not be empty") }
+        try validateRegistration(fail)
         let endpoints: [(String, URL?)] = [
             ("authorizationURL", self.authorizationURL), ("tokenURL", self.tokenURL),
             ("deviceAuthorizationURL", self.deviceAuthorizationURL), ("revocationURL", self.revocationURL),
@@ -55,7 +57,7 @@ extension Provider {
             }
             if let port = redirectURI.port, !(0...65535).contains(port) { throw fail("redirectURI", "has port \(port), above 65535") }
         }
-        try validateClientCredentials(fail)
+        if !awaitsRegistration { try validateClientCredentials(fail) }
         try validateDPoP(fail)
         try validateAuthorizationRequestOptions(fail)
         try validateGrantSettings(fail)

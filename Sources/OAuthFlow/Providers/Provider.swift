@@ -179,6 +179,10 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
         /// (`AZURE_FEDERATED_TOKEN_FILE`), in place of ``clientKey`` (catalog `clientAssertionFile`).
         public var clientAssertionFile: String?
 
+        /// Dynamic client registration (RFC 7591; catalog `registration`): nil for a client registered
+        /// by hand (Providers/Provider+Registration.swift).
+        public var dynamicRegistration: DynamicRegistration? = nil
+
         /// The grant, resource indicators and token-exchange settings (Providers/Provider+Grants.swift).
         var grantSettings = GrantSettings()
     }

@@ -63,7 +63,7 @@ extension ProviderCatalog {
             guard provider.tokenURL != nil || provider.issuer != nil else {
                 throw fail("tokenURL", "is required unless issuer is given (OAuthKit's accessTokenURL is accepted too)")
             }
-            if value("clientID") == nil, provider.externalAccount == nil {
+            if value("clientID") == nil, provider.dynamicRegistration == nil, provider.externalAccount == nil {
                 guard let email = provider.serviceAccount?.clientEmail else { throw fail("clientID", "is required") }
                 provider.clientID = email
             }

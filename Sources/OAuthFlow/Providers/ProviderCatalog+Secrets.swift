@@ -44,8 +44,7 @@ extension ProviderCatalog.Entry {
         return nil
     }
 
-    func secretFile(_ written: String) throws(OAuthError) -> Secret {
-        let key = "clientSecretFile"
+    func secretFile(_ written: String, key: String = "clientSecretFile") throws(OAuthError) -> Secret {
         guard !written.isEmpty else { throw fail(key, "must not be empty") }
         guard !written.hasPrefix("~") else { throw fail(key, "\"~\" is not expanded; write ${HOME}/… instead") }
         let path = try expandVariables(written)

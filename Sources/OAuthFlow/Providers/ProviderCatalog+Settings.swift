@@ -130,6 +130,12 @@ extension ProviderCatalog {
                 doc: "resource indicators (RFC 8707), sent with every grant") { entry, provider throws(OAuthError) in
             provider.resources = try entry.resources()
         },
+        .custom("registration", type: "`\"dynamic\"` or `\"manual\"`", default: "`\"manual\"`",
+                doc: "`dynamic`: the client registers itself at the issuer (RFC 7591) at its first login; no `clientID`") { entry, provider throws(OAuthError) in
+            try entry.readRegistration(into: &provider)
+        },
+        .read("initialAccessTokenFile", with: "registration", type: "file path",
+              doc: "the file holding the initial access token a registration presents (RFC 7591 §3)"),
         .custom("redirectURI", type: "URI string", doc: "the registered redirect URI, for the browser grant") { entry, provider throws(OAuthError) in
             provider.redirectURI = try entry.redirectURI()
         },

@@ -65,6 +65,7 @@ struct ProviderEqualityTests {
             provider.subjectTokenSource = .file("/var/run/token")
             provider.externalAccount = external
             provider.clientAssertionFile = "/var/run/assertion"
+            provider.dynamicRegistration = Provider.DynamicRegistration(initialAccessToken: Secret("initial-1"))
             return provider
         }
 
@@ -114,6 +115,7 @@ struct ProviderEqualityTests {
                 "grantSettings.subjectTokenSource": { $0.subjectTokenSource = .file("/var/run/other") },
                 "grantSettings.externalAccount": { [otherExternal] in $0.externalAccount = otherExternal },
                 "clientAssertionFile": { $0.clientAssertionFile = "/var/run/other" },
+                "dynamicRegistration": { $0.dynamicRegistration = Provider.DynamicRegistration(initialAccessToken: Secret("initial-2")) },
             ]
         }
     }
@@ -180,12 +182,15 @@ struct ProviderEqualityTests {
 
     /// What a catalog key is set to, and what the entry needs beside it to load (`context`, which
     /// both entries compared have). A key that cannot be left out of a loadable entry is compared
-    /// with itself set to `baseValue`; `without` names the usual members it refuses beside it.
+    /// with itself set to `baseValue`; `without` names the usual members it refuses beside it
+    /// (`registration` `dynamic` refuses a `clientID`, which `manual` needs).
     struct Sample {
         var value: String
         var context: String = ""
         var baseValue: String? = nil
         var without: [String] = []
+        /// What the entry with `baseValue` leaves out, when not `without`.
+        var baseWithout: [String]? = nil
     }
 
     /// One value per key of ``ProviderCatalog/settings`` (files are in the test's directory).
@@ -224,6 +229,10 @@ struct ProviderEqualityTests {
         "subjectTokenSource": Sample(value: #"{"file": "subject-token"}"#),
         "externalAccountFile": Sample(value: #""wif-other.json""#, baseValue: #""wif.json""#, without: ["tokenURL", "clientID"]),
         "clientAssertionFile": Sample(value: #""assertion.jwt""#),
+        "registration": Sample(value: #""dynamic""#, context: #""issuer": "https://auth.example.com""#, baseValue: #""manual""#,
+                               without: ["clientID"], baseWithout: []),
+        "initialAccessTokenFile": Sample(value: #""initial-token""#, context: #""issuer": "https://auth.example.com", "registration": "dynamic""#,
+                                         without: ["clientID"]),
         "subjectTokenType": Sample(value: #""urn:ietf:params:oauth:token-type:access_token""#, context: #""subjectTokenFile": "subject-token""#),
         "audience": Sample(value: #""billing""#, context: #""subjectTokenFile": "subject-token""#),
         "requestedTokenType": Sample(value: #""urn:ietf:params:oauth:token-type:access_token""#, context: #""subjectTokenFile": "subject-token""#),
@@ -278,6 +287,7 @@ struct ProviderEqualityTests {
         _ = try files.write("secret.txt", "s3cret\n")
         _ = try files.write("subject-token", "subject-token-value")
         _ = try files.write("assertion.jwt", "a.b.c")
+        _ = try files.write("initial-token", "initial-access-token")
         _ = try files.write("wif.json", Objects.externalAccountJSON)
         _ = try files.write("wif-other.json", Objects.externalAccountJSON.replacingOccurrences(of: "providers/k8s", with: "providers/ci"))
         var tried = 0
@@ -291,8 +301,9 @@ struct ProviderEqualityTests {
                 let member = "\"\(setting.key)\": \(value)"
                 return sample.context.isEmpty ? member : sample.context + ", " + member
             }
-            let base = try Self.load(joined(sample.baseValue), without: sample.without, files: files)
-            #expect(Self.sharingObjects(try Self.load(joined(sample.baseValue), without: sample.without, files: files), with: base) == base,
+            let baseWithout = sample.baseWithout ?? sample.without
+            let base = try Self.load(joined(sample.baseValue), without: baseWithout, files: files)
+            #expect(Self.sharingObjects(try Self.load(joined(sample.baseValue), without: baseWithout, files: files), with: base) == base,
                     "\(setting.key): the context alone, loaded twice, should compare equal")
             let changed = Self.sharingObjects(try Self.load(joined(sample.value), without: sample.without, files: files), with: base)
             if setting.reader == .library {

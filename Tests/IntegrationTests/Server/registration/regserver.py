@@ -18,7 +18,10 @@ Loopback only (127.0.0.1). Test hooks, for tests only:
 
 - ``POST /it/expire-secret/CLIENT_ID`` makes the client's secret expired (client_secret_expires_at
   one second ago): the token endpoint then refuses it, and a read shows the expiry;
-- ``GET /it/clients`` lists the registered client IDs.
+- ``GET /it/clients`` lists the registered client IDs;
+- ``GET /it/token-info`` with ``Authorization: Bearer TOKEN``: ``{"active": true, "scope", "client_id"}``
+  for an access token this server issued to a client still registered, else 401 ``{"active": false}``
+  (what resource/resource.py, the protected resource in front of this server, asks).
 
 Run: ``python regserver.py PORT``.
 """
@@ -58,6 +61,7 @@ clients = {}            # client_id -> Client
 registration_tokens = {}  # registration access token -> client_id
 codes = {}              # code -> dict
 refresh_tokens = {}     # refresh token -> dict
+access_tokens = {}      # access token -> {"scope", "client_id"} (the resource's check, /it/token-info)
 
 
 class Client(ClientMixin):
@@ -178,6 +182,8 @@ def query_client(client_id):
 
 
 def save_token(token, req):
+    with lock:
+        access_tokens[token["access_token"]] = {"scope": token.get("scope", ""), "client_id": req.client.get_client_id()}
     if "refresh_token" in token:
         with lock:
             refresh_tokens[token["refresh_token"]] = {"client_id": req.client.get_client_id(), "scope": token.get("scope", ""),
@@ -287,6 +293,18 @@ def expire_secret(client_id):
             return jsonify({"error": "not_found"}), 404
         client.client_info["client_secret_expires_at"] = int(time.time()) - 1
     return jsonify({"client_secret_expires_at": client.client_info["client_secret_expires_at"]})
+
+
+@app.get("/it/token-info")
+def token_info():
+    """What a resource server asks about a bearer token (resource/resource.py): active while its
+    client is registered, with the scope it was issued with; 401 otherwise."""
+    with lock:
+        found = access_tokens.get(bearer() or "")
+        active = found is not None and found["client_id"] in clients
+    if not active:
+        return jsonify({"active": False}), 401
+    return jsonify({"active": True, "scope": found["scope"], "client_id": found["client_id"]})
 
 
 @app.get("/it/clients")
