@@ -6,7 +6,7 @@ public import Foundation
 
 // The authorization request's way to the server — in the browser's URL, signed (RFC 9101), or
 // pushed (RFC 9126) — and the checks of the callback that comes back (RFC 9207). The code
-// exchange that follows is a grant like the others (Flow/GrantRunner.swift).
+// exchange that follows is a grant like the others (Flow/AuthFlow+PersonGrants.swift).
 extension AuthFlow {
     /// Starts the authorization code grant with PKCE S256, `state`, and a `nonce` for `openid`.
     ///
