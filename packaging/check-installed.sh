@@ -81,6 +81,14 @@ grep -q '^Done: the temporary store is removed' "$work/demo" || { cat "$work/dem
 ok "authflow demo"
 [[ "$(man -w authflow)" == /usr/share/man/man1/authflow.1.gz ]] || fail "man -w authflow: '$(man -w authflow 2>&1)'"
 ok "man -w authflow: /usr/share/man/man1/authflow.1.gz"
+[[ "$(readlink /usr/share/man/man1/docker-credential-authflow.1.gz)" == authflow.1.gz ]] ||
+  fail "/usr/share/man/man1/docker-credential-authflow.1.gz is not a link to authflow.1.gz"
+# man -w names the page the link leads to.
+[[ "$(man -w docker-credential-authflow)" == /usr/share/man/man1/authflow.1.gz ]] ||
+  fail "man -w docker-credential-authflow: '$(man -w docker-credential-authflow 2>&1)'"
+helper_page="$(MANWIDTH=100 man docker-credential-authflow 2>/dev/null)"
+[[ "$helper_page" == *docker-credential-authflow* ]] || fail "man docker-credential-authflow shows a page that does not name the helper"
+ok "man docker-credential-authflow: authflow(1), which describes the helper"
 
 completed="$(python3 "$REPO/packaging/tab-complete.py" 'authflow token ci-')"
 [[ "$completed" == "authflow token ci-provider" ]] || fail "bash completed 'authflow token ci-' to '$completed', not 'authflow token ci-provider'"

@@ -79,6 +79,8 @@ authflow="$root/usr/bin/authflow"
 install -d "$root/usr/share/man/man1" "$root/usr/share/bash-completion/completions" \
   "$root/usr/share/zsh/vendor-completions" "$root/usr/share/fish/vendor_completions.d"
 "$authflow" man | gzip -9n > "$root/usr/share/man/man1/authflow.1.gz"
+# The helper's name has the page that describes it (its command, docker-credential).
+ln -s authflow.1.gz "$root/usr/share/man/man1/docker-credential-authflow.1.gz"
 "$authflow" completion bash > "$root/usr/share/bash-completion/completions/authflow"
 "$authflow" completion zsh > "$root/usr/share/zsh/vendor-completions/_authflow"
 "$authflow" completion fish > "$root/usr/share/fish/vendor_completions.d/authflow.fish"
