@@ -48,7 +48,7 @@ struct CommandTableTests {
         "--timeout": ("5", "6"), "--client-timeout": ("7", "8"), "--socket": ("/run/a.sock", "/run/b.sock"),
         "--sink": ("gh=/run/gh.token", "gl=/run/gl.token"), "--metrics-file": ("/run/a.prom", "/run/b.prom"),
         "--requested-expiry": ("60", "120"),
-        "--listen-port": ("8400", "8401"),
+        "--listen-port": ("8400", "8401"), "--ciba-notification-listen": ("127.0.0.1:8443", "[::1]:8444"),
     ]
 
     /// A command line for `command` that the parser takes, with `extra` (options) after its positionals.
