@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 @testable import AuthflowAgent
 import OAuthFlow
 import Synchronization
@@ -95,6 +96,38 @@ struct CIBANotificationsTests {
 
         let log = lines.withLock { $0 }
         #expect(log == ["a CIBA notification named no login being polled (answered 401)", "a CIBA ping woke the poll of a login"])
+    }
+
+    @Test("at most 32 connections are read at once: one more is closed unanswered; once they go, a ping is answered again")
+    func connectionLimit() async throws {
+        let endpoint = try CIBANotifications(listen: AgentOptions.ListenAddress(host: "127.0.0.1", port: 0), deliver: Self.deliver) { _ in }
+        #expect(endpoint.start())
+        defer { endpoint.stop() }
+        let port = try #require(UInt16(endpoint.address.split(separator: ":").last ?? ""))
+        var silent: [Int32] = []
+        defer { for fd in silent { close(fd) } }
+        for _ in 0..<CIBANotifications.maximumConnections {
+            let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_port = port.bigEndian
+            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            #expect(connected == 0)
+            silent.append(fd)
+        }
+        let ping = Array(Self.post("Authorization: Bearer good\r\n" + Self.json).utf8)
+        let over = try await Task.detached { try rawExchange(port: port, ping, timeout: 30) }.value
+        #expect(over.isEmpty, "closed without an answer (a 408 would mean it was read)")
+        for fd in silent { close(fd) }
+        silent = []
+        // The closed ones leave the table as the loop reads their end; a bounded retry covers that.
+        var answer = ""
+        for _ in 0..<50 where !answer.hasPrefix("HTTP/1.1 204") {
+            answer = try await Task.detached { try rawExchange(port: port, ping, timeout: 30) }.value
+            if !answer.hasPrefix("HTTP/1.1 204") { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(answer.hasPrefix("HTTP/1.1 204 No Content"))
     }
 
     @Test("--ciba-notification-listen on an address the system does not have is a data error naming it")
