@@ -284,7 +284,7 @@ extension CIBAIntegration {
         return catalog
     }
 
-    @Test("authflow agent --ciba-notification-listen: a ping-mode provider is re-authorized through CIBA; glewlwyd's ping reaches the agent's endpoint and wakes the poll (the agent's own poll is 60 s away: one token request in all); the endpoint refuses a wrong bearer, GET, a huge body, a slow head and garbage, and keeps serving")
+    @Test("authflow agent --ciba-notification-listen: a ping-mode provider whose refresh token glewlwyd refuses is re-authorized through CIBA; glewlwyd's ping reaches the agent's endpoint and wakes the poll (the agent's own poll is 60 s away: one poll in all); the endpoint refuses a wrong bearer, GET, a huge body, a slow head and garbage, and keeps serving")
     func agentPing() async throws {
         let server = try GlewlwydServer.require()
         let scratch = try TemporaryDirectory("authflow-it-ciba-ping", in: URL(fileURLWithPath: "/tmp"))   // short socket paths
@@ -292,6 +292,11 @@ extension CIBAIntegration {
         let directory = scratch.url
         let catalog = try Self.agentCatalog(server, in: directory, clientID: "ciba-ping", secret: "ciba-ping-value-0123456789abcdef",
                                             extra: #", "cibaDeliveryMode": "ping""#)
+        // A login whose access token has expired and whose refresh token glewlwyd never issued.
+        let stale = TokenSet(providerID: "glewlwyd", accessToken: Secret("expired-access-token"), refreshToken: Secret("refused-refresh-token"),
+                             scopes: ["openid", "api"], issuedAt: Date(timeIntervalSinceNow: -7200), expiresAt: Date(timeIntervalSinceNow: -3600),
+                             grant: .ciba)
+        try await FileSecretStore(directory: directory.appendingPathComponent("store")).save(StoredEntry.encode(stale), for: "glewlwyd")
         let port = try LoopbackSocket.closedPort()
         #expect(try await server.user(["set-ping-endpoint", "ciba-ping", "http://127.0.0.1:\(port)/ciba-notify"]) == 0)
         // AUTHFLOW_DEBUG: the agent's log names every request it sends (never a value), so the token requests can be counted.
@@ -302,8 +307,11 @@ extension CIBAIntegration {
         let variables = try await notifiedVariables(agent.notified, until: "AUTHFLOW_BINDING_MESSAGE")
         let message = try #require(variables["AUTHFLOW_BINDING_MESSAGE"], "no notification; stderr: \(agent.stderr)")
         #expect(agent.stderr.contains("CIBA notifications on 127.0.0.1:\(port)"))
+        // Past glewlwyd's 5 s interval before alice approves: an agent polling at that interval would poll twice.
+        try await Task.sleep(for: .seconds(6))
         #expect(try await server.user(["approve", "--client-id", "ciba-ping", "--binding-message", message, "--wait", "20"]) == 0)
-        // The agent's own poll comes 60 s after its request: a token within 45 s of the approval is the ping's doing.
+        // The agent's own poll comes 60 s after its request: a token within 45 s of the approval is the ping's doing
+        // (the order of the log lines is not: the woken poll's line may come before the endpoint's).
         let agentEnvironment = agent.clientEnvironment
         let deadline = ContinuousClock.now + .seconds(45)
         var served: String?
@@ -314,10 +322,13 @@ extension CIBAIntegration {
         let token = try #require(served, "not served within 45 s; stderr: \(agent.stderr)")
         let log = agent.stderr
         #expect(log.contains("glewlwyd: the login was approved"))
+        let refused = try #require(log.range(of: "glewlwyd: a person is needed: "), "the refresh was refused; stderr: \(log)")
+        #expect(log[..<refused.lowerBound].contains("POST token "), "the refresh came first")
+        let asked = try #require(log.range(of: "glewlwyd: a person must approve a login on their own device"), "stderr: \(log)")
         let woke = try #require(log.range(of: "a CIBA ping woke the poll of a login"), "stderr: \(log)")
-        let tokenRequests = log.components(separatedBy: "POST token ").count - 1
-        #expect(tokenRequests == 1, "the only token request is the one the ping woke; stderr: \(log)")
-        #expect(log.range(of: "POST token ").map { woke.upperBound <= $0.lowerBound } == true, "the ping came first; stderr: \(log)")
+        let polls = log[asked.upperBound...].components(separatedBy: "POST token ").count - 1
+        #expect(polls == 1, "the only poll is the one the ping woke; stderr: \(log)")
+        #expect(woke.lowerBound > asked.upperBound)
 
         // A scripted client: every refusal has its status, and the endpoint serves on.
         func status(_ request: String) async throws -> String {
