@@ -13,7 +13,7 @@ import OAuthFlow
 /// login it names (Documentation/Agent.md, "Re-authorization").
 ///
 /// HTTP/1.1 through ``HTTPIntake`` (the redirect receiver's server side), on a thread of its own:
-/// one request per connection, read within ``readTimeout``, at most ``maximumConnections`` at once.
+/// one request per connection, read within ``timeout``, at most ``maximumConnections`` at once.
 /// Answers: 204 when the ping woke a poll, 401 (`WWW-Authenticate: Bearer`) when it names none, 400
 /// for anything not a request this endpoint takes, 405 for another method, 411 without a length,
 /// 413 for a body over ``maximumBodySize``, 415 for a body not JSON, 431 for a head over
@@ -24,23 +24,27 @@ final class CIBANotifications: Sendable {
     static let maximumHeadSize = 8 * 1024
     /// The largest body taken (a ping is `{"auth_req_id": "…"}`; the library reads at most 4 KiB).
     static let maximumBodySize = 4 * 1024
-    /// How long a connection may take to send its whole request.
+    /// How long a connection may take to send its whole request (the default of ``timeout``).
     static let readTimeout: Duration = .seconds(5)
     /// Connections read at once; more are closed as soon as they are accepted.
     static let maximumConnections = 32
 
     /// Where it listens, the port as bound (`127.0.0.1:8443`, `[::1]:8443`).
     let address: String
+    /// How long a connection may take to send its whole request.
+    let timeout: Duration
     private let listener: SharedFileDescriptor
     private let wake: FileDescriptor.Pipe
     private let deliver: @Sendable (_ authorization: String?, _ body: Data) -> Bool
     private let log: @Sendable (String) -> Void
 
     /// Listens on `listen`; nothing is read until ``start()``.
-    /// - Parameter deliver: hands a ping to the current flow; true when it woke a poll.
+    /// - Parameters:
+    ///   - timeout: how long a connection may take to send its request.
+    ///   - deliver: hands a ping to the current flow; true when it woke a poll.
     /// - Throws: ``AgentError`` `.data` when the address cannot be bound.
-    init(listen: AgentOptions.ListenAddress, deliver: @escaping @Sendable (String?, Data) -> Bool,
-         log: @escaping @Sendable (String) -> Void) throws(AgentError) {
+    init(listen: AgentOptions.ListenAddress, timeout: Duration = CIBANotifications.readTimeout,
+         deliver: @escaping @Sendable (String?, Data) -> Bool, log: @escaping @Sendable (String) -> Void) throws(AgentError) {
         let socket: FileDescriptor
         do throws(HTTPIntake.ListenFailure) {
             socket = try HTTPIntake.listen(listen.host.contains(":") ? .v6(listen.host) : .v4(listen.host), port: listen.port)
@@ -59,6 +63,7 @@ final class CIBANotifications: Sendable {
             throw .data("cannot listen on \(listen) for CIBA notifications: \(String(cString: strerror(error.code)))")
         }
         address = bound.description
+        self.timeout = timeout
         listener = SharedFileDescriptor(socket)
         self.deliver = deliver
         self.log = log
@@ -68,7 +73,7 @@ final class CIBANotifications: Sendable {
     func start() -> Bool {
         DetachedThread.start(name: "authflow-ciba") { [self] in
             let limits = HTTPIntake.Limits(
-                connectionTimeout: Self.readTimeout, maximumConnections: Self.maximumConnections,
+                connectionTimeout: timeout, maximumConnections: Self.maximumConnections,
                 maximumRequestSize: Self.maximumHeadSize + Self.maximumBodySize, timeoutReply: Self.refusal("408 Request Timeout"))
             let ending: HTTPIntake.Ending<Never> = HTTPIntake.serve(listeners: [listener], wake: wake.read.raw, until: nil, limits: limits) { received in
                 let (step, woke) = Self.answer(received, deliver: deliver)
