@@ -80,7 +80,7 @@ struct CIBANotificationsTests {
         #expect(endpoint.address == "127.0.0.1:\(port)" && port != 0)
 
         func status(_ request: String) async throws -> String {
-            let answer = try await Task.detached { try rawExchange(port: port, Array(request.utf8), timeout: 30) }.value
+            let answer = try await onOwnThread { try rawExchange(port: port, Array(request.utf8)) }
             return answer.components(separatedBy: "\r\n")[0]
         }
         #expect(try await status(Self.post("Authorization: Bearer wrong\r\n" + Self.json)) == "HTTP/1.1 401 Unauthorized")
@@ -106,28 +106,31 @@ struct CIBANotificationsTests {
         #expect(endpoint.start())
         defer { endpoint.stop() }
         let port = try #require(UInt16(endpoint.address.split(separator: ":").last ?? ""))
-        var silent: [Int32] = []
-        defer { for fd in silent { close(fd) } }
-        for _ in 0..<CIBANotifications.maximumConnections {
-            let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_port = port.bigEndian
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-            #expect(connected == 0)
-            silent.append(fd)
+        // Connected on a thread of their own: a connect beyond the listen backlog blocks until it is retried.
+        var silent = try await onOwnThread { () -> [Int32] in
+            (0..<CIBANotifications.maximumConnections).map { _ in
+                let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                var addr = sockaddr_in()
+                addr.sin_family = sa_family_t(AF_INET)
+                addr.sin_port = port.bigEndian
+                addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+                _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+                return fd
+            }
         }
+        defer { for fd in silent { close(fd) } }
         let ping = Array(Self.post("Authorization: Bearer good\r\n" + Self.json).utf8)
-        let over = try await Task.detached { try rawExchange(port: port, ping, timeout: 30) }.value
-        #expect(over.isEmpty, "closed without an answer (a 408 would mean it was read)")
+        let sent = ContinuousClock.now
+        let over = try await onOwnThread { try rawExchange(port: port, ping) }
+        #expect(over.isEmpty, "closed without an answer (read, it would have been answered 204 at once)")
+        #expect(ContinuousClock.now - sent < .seconds(25), "closed, not left to the client's 30 s")
         for fd in silent { close(fd) }
         silent = []
         // The closed ones leave the table as the loop reads their end; a bounded retry covers that.
         var answer = ""
         let deadline = ContinuousClock.now + .seconds(30)
         for _ in 0..<600 where !answer.hasPrefix("HTTP/1.1 204") && ContinuousClock.now < deadline {
-            answer = try await Task.detached { try rawExchange(port: port, ping, timeout: 30) }.value
+            answer = try await onOwnThread { try rawExchange(port: port, ping, timeout: 5) }
             if !answer.hasPrefix("HTTP/1.1 204") { try await Task.sleep(for: .milliseconds(50)) }
         }
         #expect(answer.hasPrefix("HTTP/1.1 204 No Content"))

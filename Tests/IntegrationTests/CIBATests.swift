@@ -332,7 +332,7 @@ extension CIBAIntegration {
 
         // A scripted client: every refusal has its status, and the endpoint serves on.
         func status(_ request: String) async throws -> String {
-            let answer = try await Task.detached { try rawExchange(port: port, Array(request.utf8), timeout: 30) }.value
+            let answer = try await onOwnThread { try rawExchange(port: port, Array(request.utf8)) }
             return answer.components(separatedBy: "\r\n")[0]
         }
         let ping = #"{"auth_req_id":"not-a-request"}"#

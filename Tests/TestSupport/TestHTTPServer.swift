@@ -385,10 +385,5 @@ public func rawExchange(host: String = "127.0.0.1", port: UInt16, _ request: [UI
 /// ``rawGET(_:timeout:)`` on a thread of its own, so a blocking socket never holds one of the few
 /// threads that run tasks (on a 2-core machine that would starve the receiver under test).
 public func httpGET(_ url: URL, timeout: Int = 30) async throws -> (status: Int, body: String) {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread {
-            continuation.resume(with: Result { try rawGET(url, timeout: timeout) })
-        }
-        thread.start()
-    }
+    try await onOwnThread { try rawGET(url, timeout: timeout) }
 }
