@@ -48,7 +48,9 @@ package final class AgentService: Sendable {
         self.started = host.now()
         self.sinks = try TokenSinks(options.sinks)
         let log = host.standardError
-        self.reauthorizer = Reauthorizer(host: host, notifyCommand: options.notifyCommand) { log("authflow agent: \(DisplayText.escape($0))\n") }
+        self.reauthorizer = Reauthorizer(host: host, notifyCommand: options.notifyCommand, receivesPings: options.cibaNotificationListen != nil) {
+            log("authflow agent: \(DisplayText.escape($0))\n")
+        }
     }
 
     func log(_ message: String) {
@@ -75,8 +77,10 @@ package final class AgentService: Sendable {
         runtime.withLock { $0 = first }
         let (listener, socketPath) = try listen(first.access)
         let server = try startServer(listener)
+        let notifications = try startNotifications()
         await first.scheduler.start()
-        log("ready: \(first.flow.providers.count) provider(s), socket \(socketPath ?? "from systemd (LISTEN_FDS)")")
+        log("ready: \(first.flow.providers.count) provider(s), socket \(socketPath ?? "from systemd (LISTEN_FDS)")"
+            + (notifications.map { ", CIBA notifications on \($0.address)" } ?? ""))
         Systemd.notify("READY=1\nSTATUS=\(summary(first))", environment: environment)
         writeMetrics()
 
@@ -107,6 +111,7 @@ package final class AgentService: Sendable {
         Systemd.notify("STOPPING=1\nSTATUS=stopping", environment: environment)
         log("stopping")
         server.stop()
+        notifications?.stop()
         await server.waitUntilStopped(timeout: .seconds(5))
         watchdog?.cancel()
         metrics?.cancel()
@@ -138,6 +143,18 @@ package final class AgentService: Sendable {
         }
         guard server.start() else { throw .data("cannot start the socket server's thread") }
         return server
+    }
+
+    /// The CIBA notification endpoint (`--ciba-notification-listen`), started; nil without the option.
+    /// A ping goes to the flow of the catalog loaded when it arrives.
+    private func startNotifications() throws(AgentError) -> CIBANotifications? {
+        guard let address = options.cibaNotificationListen else { return nil }
+        let endpoint = try CIBANotifications(listen: address, deliver: { [weak self] authorization, body in
+            guard let flow = self?.runtime.withLock({ $0 })?.flow else { return false }
+            return flow.receiveBackchannelNotification(authorization: authorization, body: body)
+        }, log: { [weak self] in self?.log($0) })
+        guard endpoint.start() else { throw .data("cannot start the CIBA notification endpoint's thread") }
+        return endpoint
     }
 
     /// Loads the catalog and makes a flow with background renewal and its scheduler.

@@ -39,17 +39,38 @@ public struct AgentOptions: Sendable, Equatable {
     public var metricsFile: String?
     /// `--client-timeout SECONDS`: how long a client may take to send its line or read the answer.
     public var clientTimeout: Int
+    /// `--ciba-notification-listen ADDRESS:PORT`: where the agent receives the pings of CIBA
+    /// ping-mode providers (Documentation/Agent.md, "Re-authorization"); nil: it receives none.
+    public var cibaNotificationListen: ListenAddress?
+
+    /// An IP address and a TCP port to listen on.
+    public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
+        /// An IPv4 address in dotted form, or an IPv6 address without brackets.
+        public var host: String
+        /// The port; 0 lets the system choose one.
+        public var port: UInt16
+
+        /// Creates a listening address.
+        public init(host: String, port: UInt16) {
+            self.host = host
+            self.port = port
+        }
+
+        /// `127.0.0.1:8080` or `[::1]:8080`.
+        public var description: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
+    }
 
     /// The default ``clientTimeout``: 5 seconds.
     public static let defaultClientTimeout = 5
 
     /// Creates agent options.
     public init(socketPath: String? = nil, sinks: [Sink] = [], notifyCommand: String? = nil, metricsFile: String? = nil,
-                clientTimeout: Int = AgentOptions.defaultClientTimeout) {
+                clientTimeout: Int = AgentOptions.defaultClientTimeout, cibaNotificationListen: ListenAddress? = nil) {
         self.socketPath = socketPath
         self.sinks = sinks
         self.notifyCommand = notifyCommand
         self.metricsFile = metricsFile
         self.clientTimeout = clientTimeout
+        self.cibaNotificationListen = cibaNotificationListen
     }
 }

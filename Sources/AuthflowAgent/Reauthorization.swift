@@ -16,12 +16,19 @@ import Synchronization
 final class Reauthorizer: Sendable {
     private let host: AgentHost
     private let notifyCommand: String?
+    /// Whether the agent runs a CIBA notification endpoint (`--ciba-notification-listen`).
+    private let receivesPings: Bool
     private let log: @Sendable (String) -> Void
     private let tasks = Mutex<[String: Task<Void, Never>]>([:])
 
-    init(host: AgentHost, notifyCommand: String?, log: @escaping @Sendable (String) -> Void) {
+    /// How often a ping-mode CIBA login is polled while the agent receives pings: only a lost ping
+    /// leaves it to the poll (CIBA Core §7.3 makes the provider's interval a minimum).
+    static let pingFallbackInterval = 60
+
+    init(host: AgentHost, notifyCommand: String?, receivesPings: Bool = false, log: @escaping @Sendable (String) -> Void) {
         self.host = host
         self.notifyCommand = notifyCommand
+        self.receivesPings = receivesPings
         self.log = log
     }
 
@@ -121,10 +128,12 @@ final class Reauthorizer: Sendable {
 
     /// One CIBA login (OpenID Connect CIBA Core 1.0): the provider asks the person `cibaLoginHint`
     /// names on their own device; the binding message the request shows is logged and told to the
-    /// notify command, so the person can check the request is this agent's; then the poll.
+    /// notify command, so the person can check the request is this agent's; then the poll. A
+    /// ping-mode login is polled every ``pingFallbackInterval`` seconds while the agent receives
+    /// pings (the ping wakes the poll at once), at the provider's interval otherwise.
     private func askThroughBackchannel(_ id: String, flow: AuthFlow) async throws(OAuthError) {
         let message = Self.bindingMessage(id)
-        let authentication = try await flow.requestBackchannelAuthentication(provider: id, BackchannelAuthenticationRequest(bindingMessage: message))
+        var authentication = try await flow.requestBackchannelAuthentication(provider: id, BackchannelAuthenticationRequest(bindingMessage: message))
         await markLogin(id, until: authentication.expiresAt)
         log("\(id): a person must approve a login on their own device; the request shows \"\(message)\" "
             + "(expires \(Self.iso8601(authentication.expiresAt)))")
@@ -132,6 +141,9 @@ final class Reauthorizer: Sendable {
             "AUTHFLOW_BINDING_MESSAGE": message,
             "AUTHFLOW_EXPIRES_AT": Self.iso8601(authentication.expiresAt), "AUTHFLOW_EXPIRES_IN": String(authentication.expiresIn),
         ])
+        if receivesPings, authentication.deliveryMode == .ping {
+            authentication.interval = max(authentication.interval, Self.pingFallbackInterval)
+        }
         _ = try await flow.pollBackchannelAuthentication(authentication)
     }
 

@@ -150,7 +150,8 @@ extension Authflow {
 
 extension AgentOptions {
     /// The options `agent` takes that need a value.
-    static let valueOptions: Set<String> = ["--socket", "--sink", "--notify-command", "--metrics-file", "--client-timeout"]
+    static let valueOptions: Set<String> = ["--socket", "--sink", "--notify-command", "--metrics-file", "--client-timeout",
+                                                  "--ciba-notification-listen"]
 
     /// Builds the options from the parsed `--name value` pairs.
     static func parse(_ options: [(name: String, value: String?)]) throws(UsageError) -> AgentOptions {
@@ -174,11 +175,36 @@ extension AgentOptions {
                     throw UsageError("--client-timeout needs a number of seconds from 1 to 3600, not '\(DisplayText.escape(value))'", command: "agent")
                 }
                 result.clientTimeout = seconds
+            case "--ciba-notification-listen": result.cibaNotificationListen = try parseListenAddress(value)
             default:
                 throw UsageError("unknown option '\(option.name)' for 'agent'", command: "agent")
             }
         }
         return result
+    }
+
+    /// `ADDRESS:PORT`: an IPv4 address, a bracketed IPv6 address or `localhost` (127.0.0.1), and a
+    /// port from 0 (any free one) to 65535.
+    static func parseListenAddress(_ text: String) throws(UsageError) -> ListenAddress {
+        func fail(_ reason: String) -> UsageError {
+            UsageError("--ciba-notification-listen '\(DisplayText.escape(String(text.prefix(200))))': \(reason)", command: "agent")
+        }
+        guard let colon = text.lastIndex(of: ":") else { throw fail("expected ADDRESS:PORT, such as 127.0.0.1:8443") }
+        var host = String(text[..<colon])
+        guard let port = UInt16(text[text.index(after: colon)...]) else { throw fail("the port must be a number from 0 to 65535") }
+        if host.hasPrefix("["), host.hasSuffix("]") {
+            host = String(host.dropFirst().dropLast())
+            var address = in6_addr()
+            guard inet_pton(AF_INET6, host, &address) == 1 else { throw fail("'\(DisplayText.escape(host))' is not an IPv6 address") }
+        } else if host == "localhost" {
+            host = "127.0.0.1"
+        } else {
+            var address = in_addr()
+            guard inet_pton(AF_INET, host, &address) == 1 else {
+                throw fail("the address must be an IPv4 address, a bracketed IPv6 address or localhost")
+            }
+        }
+        return ListenAddress(host: host, port: port)
     }
 
     /// `PROVIDER=FILE[,mode=0640][,owner=USER:GROUP][,format=raw|json|header]`.

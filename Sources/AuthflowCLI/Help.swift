@@ -282,7 +282,7 @@ extension Authflow {
         CommandSpec(
             "agent",
             usage: "[--config FILE] [--store DIR] agent [--socket PATH] [--sink PROVIDER=FILE[,OPTIONS]]... "
-                + "[--notify-command CMD] [--metrics-file FILE] [--client-timeout SECONDS]",
+                + "[--notify-command CMD] [--metrics-file FILE] [--client-timeout SECONDS] [--ciba-notification-listen ADDRESS:PORT]",
             synopsis: "agent [--socket PATH] [--sink P=FILE]... [--notify-command CMD] [--metrics-file FILE]",
             summary: "serve fresh tokens on a Unix socket and in files (a service)",
             about: """
@@ -310,6 +310,10 @@ extension Authflow {
                 OptionSpec("--metrics-file", value: "FILE", "Prometheus text (node exporter's textfile collector), rewritten atomically"),
                 OptionSpec("--client-timeout", value: "SECONDS",
                            "how long a client may take to send its line or read its answer (default 5)"),
+                OptionSpec("--ciba-notification-listen", value: "ADDRESS:PORT",
+                           "receive CIBA pings (ping mode) over HTTP on ADDRESS:PORT, such as",
+                           "127.0.0.1:8443; register its URL (https, through a TLS proxy) as",
+                           "the client's backchannel_client_notification_endpoint"),
             ],
             optionWidth: 24,
             notes: """

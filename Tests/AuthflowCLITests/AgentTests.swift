@@ -651,6 +651,25 @@ struct AgentTests {
         #expect(throws: UsageError.self) { try Authflow.parse(["agent", "--client-timeout", "0"]) }
         #expect(throws: UsageError.self) { try Authflow.parse(["agent", "extra"]) }
     }
+
+    @Test("--ciba-notification-listen ADDRESS:PORT: IPv4, bracketed IPv6, localhost; anything else is a usage error", arguments: [
+        ("127.0.0.1:8443", AgentOptions.ListenAddress(host: "127.0.0.1", port: 8443)),
+        ("0.0.0.0:0", AgentOptions.ListenAddress(host: "0.0.0.0", port: 0)),
+        ("[::1]:65535", AgentOptions.ListenAddress(host: "::1", port: 65535)),
+        ("localhost:9000", AgentOptions.ListenAddress(host: "127.0.0.1", port: 9000)),
+        ("8443", nil), ("127.0.0.1", nil), ("127.0.0.1:65536", nil), ("127.0.0.1:-1", nil), ("::1:8443", nil),
+        ("[::1]8443", nil), ("example.com:8443", nil), ("127.0.0.1:", nil), (":8443", nil), ("[127.0.0.1]:8443", nil),
+    ] as [(String, AgentOptions.ListenAddress?)])
+    func notificationListen(value: String, expected: AgentOptions.ListenAddress?) throws {
+        guard let expected else {
+            let error = #expect(throws: UsageError.self) { try Authflow.parse(["agent", "--ciba-notification-listen", value]) }
+            #expect(error?.message.contains("--ciba-notification-listen") == true)
+            return
+        }
+        let invocation = try Authflow.parse(["agent", "--ciba-notification-listen", value])
+        guard case .agent(let options) = invocation.command else { Issue.record("not agent: \(invocation.command)"); return }
+        #expect(options.cibaNotificationListen == expected)
+    }
 }
 
 // MARK: Helpers

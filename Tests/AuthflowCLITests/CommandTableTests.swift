@@ -50,7 +50,7 @@ struct CommandTableTests {
         "--resource": ("https://api.example/mcp", "https://api.example/other"), "--issuer": ("https://a.example", "https://b.example"),
         "--max-age": ("1", "2"), "--add-header": ("X-A: 1", "X-B: 2"), "--method": ("GET", "PUT"),
         "--requested-expiry": ("60", "120"),
-        "--listen-port": ("8400", "8401"),
+        "--listen-port": ("8400", "8401"), "--ciba-notification-listen": ("127.0.0.1:8443", "[::1]:8444"),
     ]
 
     /// A command line for `command` that the parser takes, with `extra` (options) after its positionals.

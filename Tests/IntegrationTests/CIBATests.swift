@@ -243,14 +243,7 @@ struct CIBAIntegration {
         let scratch = try TemporaryDirectory("authflow-it-ciba-agent", in: URL(fileURLWithPath: "/tmp"))   // short socket paths
         defer { scratch.remove() }
         let directory = scratch.url
-        let catalog = directory.appendingPathComponent("providers.json")
-        try Data("""
-            [{
-              "id": "glewlwyd", "issuer": "\(server.issuer)", "clientID": "ciba-secret",
-              "clientSecret": "ciba-secret-value-0123456789abcdef", "caFile": "\(server.pki("ca.crt"))", "scopes": ["openid", "api"],
-              "cibaLoginHint": "{\\"username\\":\\"alice\\"}"
-            }]
-            """.utf8).write(to: catalog)
+        let catalog = try Self.agentCatalog(server, in: directory, clientID: "ciba-secret", secret: "ciba-secret-value-0123456789abcdef")
         let agent = try NotifyingAgent(directory: directory, catalog: catalog)
         defer { kill(agent.pid, SIGTERM) }
 
@@ -271,6 +264,89 @@ struct CIBAIntegration {
         let token = try #require(served, "never served; stderr: \(agent.stderr)")
         #expect(!agent.stderr.contains(token))
         #expect(agent.stderr.contains("glewlwyd: the login was approved"))
+        kill(agent.pid, SIGTERM)
+        #expect(await agent.wait(timeout: .seconds(30)) == 0, "stderr: \(agent.stderr)")
+    }
+}
+
+extension CIBAIntegration {
+    /// `directory/providers.json`: one provider `glewlwyd` for the agent, the client `clientID`
+    /// asking alice through CIBA (`cibaLoginHint`), with `extra` members.
+    static func agentCatalog(_ server: GlewlwydServer, in directory: URL, clientID: String, secret: String, extra: String = "") throws -> URL {
+        let catalog = directory.appendingPathComponent("providers.json")
+        try Data("""
+            [{
+              "id": "glewlwyd", "issuer": "\(server.issuer)", "clientID": "\(clientID)",
+              "clientSecret": "\(secret)", "caFile": "\(server.pki("ca.crt"))", "scopes": ["openid", "api"],
+              "cibaLoginHint": "{\\"username\\":\\"alice\\"}"\(extra)
+            }]
+            """.utf8).write(to: catalog)
+        return catalog
+    }
+
+    @Test("authflow agent --ciba-notification-listen: a ping-mode provider whose refresh token glewlwyd refuses is re-authorized through CIBA; glewlwyd's ping reaches the agent's endpoint and wakes the poll (the agent's own poll is 60 s away: one poll in all); the endpoint refuses a wrong bearer, GET, a huge body, a slow head and garbage, and keeps serving")
+    func agentPing() async throws {
+        let server = try GlewlwydServer.require()
+        let scratch = try TemporaryDirectory("authflow-it-ciba-ping", in: URL(fileURLWithPath: "/tmp"))   // short socket paths
+        defer { scratch.remove() }
+        let directory = scratch.url
+        let catalog = try Self.agentCatalog(server, in: directory, clientID: "ciba-ping", secret: "ciba-ping-value-0123456789abcdef",
+                                            extra: #", "cibaDeliveryMode": "ping""#)
+        // A login whose access token has expired and whose refresh token glewlwyd never issued.
+        let stale = TokenSet(providerID: "glewlwyd", accessToken: Secret("expired-access-token"), refreshToken: Secret("refused-refresh-token"),
+                             scopes: ["openid", "api"], issuedAt: Date(timeIntervalSinceNow: -7200), expiresAt: Date(timeIntervalSinceNow: -3600),
+                             grant: .ciba)
+        try await FileSecretStore(directory: directory.appendingPathComponent("store")).save(StoredEntry.encode(stale), for: "glewlwyd")
+        let port = try LoopbackSocket.closedPort()
+        #expect(try await server.user(["set-ping-endpoint", "ciba-ping", "http://127.0.0.1:\(port)/ciba-notify"]) == 0)
+        // AUTHFLOW_DEBUG: the agent's log names every request it sends (never a value), so the token requests can be counted.
+        let agent = try NotifyingAgent(directory: directory, catalog: catalog, arguments: ["--ciba-notification-listen", "127.0.0.1:\(port)"],
+                                       variables: ["AUTHFLOW_DEBUG": "1"])
+        defer { kill(agent.pid, SIGTERM) }
+
+        let variables = try await notifiedVariables(agent.notified, until: "AUTHFLOW_BINDING_MESSAGE")
+        let message = try #require(variables["AUTHFLOW_BINDING_MESSAGE"], "no notification; stderr: \(agent.stderr)")
+        #expect(agent.stderr.contains("CIBA notifications on 127.0.0.1:\(port)"))
+        // Past glewlwyd's 5 s interval before alice approves: an agent polling at that interval would poll twice.
+        try await Task.sleep(for: .seconds(6))
+        #expect(try await server.user(["approve", "--client-id", "ciba-ping", "--binding-message", message, "--wait", "20"]) == 0)
+        // The agent's own poll comes 60 s after its request: a token within 45 s of the approval is the ping's doing
+        // (the order of the log lines is not: the woken poll's line may come before the endpoint's).
+        let agentEnvironment = agent.clientEnvironment
+        let deadline = ContinuousClock.now + .seconds(45)
+        var served: String?
+        for _ in 0..<900 where served == nil && ContinuousClock.now < deadline {
+            let answer = try await runBinary(["token", "glewlwyd"], environment: agentEnvironment)
+            if answer.status == 0 { served = answer.stdout.trimmingCharacters(in: .newlines) } else { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let token = try #require(served, "not served within 45 s; stderr: \(agent.stderr)")
+        let log = agent.stderr
+        #expect(log.contains("glewlwyd: the login was approved"))
+        let refused = try #require(log.range(of: "glewlwyd: a person is needed: "), "the refresh was refused; stderr: \(log)")
+        #expect(log[..<refused.lowerBound].contains("POST token "), "the refresh came first")
+        let asked = try #require(log.range(of: "glewlwyd: a person must approve a login on their own device"), "stderr: \(log)")
+        let woke = try #require(log.range(of: "a CIBA ping woke the poll of a login"), "stderr: \(log)")
+        let polls = log[asked.upperBound...].components(separatedBy: "POST token ").count - 1
+        #expect(polls == 1, "the only poll is the one the ping woke; stderr: \(log)")
+        #expect(woke.lowerBound > asked.upperBound)
+
+        // A scripted client: every refusal has its status, and the endpoint serves on.
+        func status(_ request: String) async throws -> String {
+            let answer = try await onOwnThread { try rawExchange(port: port, Array(request.utf8)) }
+            return answer.components(separatedBy: "\r\n")[0]
+        }
+        let ping = #"{"auth_req_id":"not-a-request"}"#
+        let wrongBearer = "POST /ciba-notify HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer not-the-token\r\n"
+            + "Content-Type: application/json\r\nContent-Length: \(ping.utf8.count)\r\n\r\n\(ping)"
+        #expect(try await status(wrongBearer) == "HTTP/1.1 401 Unauthorized")
+        #expect(try await status("GET /ciba-notify HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") == "HTTP/1.1 405 Method Not Allowed")
+        #expect(try await status("POST /ciba-notify HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n{")
+                == "HTTP/1.1 413 Content Too Large")
+        #expect(try await status("POST /ciba-notify HTTP/1.1\r\nHost: 127.0.0.1\r\n") == "HTTP/1.1 408 Request Timeout")
+        #expect(try await status("\u{16}\u{03}\u{01} not http\r\n\r\n") == "HTTP/1.1 400 Bad Request")
+        #expect(try await status(wrongBearer) == "HTTP/1.1 401 Unauthorized", "still serving")
+        #expect(try await runBinary(["token", "glewlwyd"], environment: agentEnvironment).status == 0)
+        #expect(!agent.stderr.contains(token) && !agent.stderr.contains("not-the-token") && !agent.stderr.contains("not-a-request"))
         kill(agent.pid, SIGTERM)
         #expect(await agent.wait(timeout: .seconds(30)) == 0, "stderr: \(agent.stderr)")
     }

@@ -349,6 +349,17 @@ public final class TestHTTPServer: Sendable {
 /// A raw HTTP/1.1 GET to a loopback URL (no URLSession: no proxy settings, no connection reuse).
 public func rawGET(_ url: URL, timeout: Int = 30) throws -> (status: Int, body: String) {
     guard let port = url.port, let host = url.host else { throw POSIXError(.EINVAL) }
+    let target = url.path + (url.query.map { "?\($0)" } ?? "")
+    let request = "GET \(target.isEmpty ? "/" : target) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n\r\n"
+    let text = try rawExchange(host: host == "localhost" ? "127.0.0.1" : host, port: UInt16(port), Array(request.utf8), timeout: timeout)
+    let status = Int(text.split(separator: " ").dropFirst().first ?? "") ?? 0
+    let body = text.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
+    return (status, body)
+}
+
+/// Sends `request` as it is (whole, partial or garbage) to an IPv4 `host` and `port`, then reads
+/// until the peer closes or `timeout` seconds pass without a byte; returns what was read.
+public func rawExchange(host: String = "127.0.0.1", port: UInt16, _ request: [UInt8], timeout: Int = 30) throws -> String {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw POSIXError(.EIO) }
     defer { close(fd) }
@@ -356,12 +367,10 @@ public func rawGET(_ url: URL, timeout: Int = 30) throws -> (status: Int, body: 
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
     var addr = sockaddr_in()
     addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_port = UInt16(port).bigEndian
-    addr.sin_addr.s_addr = inet_addr(host == "localhost" ? "127.0.0.1" : host)
+    addr.sin_port = port.bigEndian
+    addr.sin_addr.s_addr = inet_addr(host)
     let connected = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
     guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
-    let target = url.path + (url.query.map { "?\($0)" } ?? "")
-    let request = Array("GET \(target.isEmpty ? "/" : target) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n\r\n".utf8)
     _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     var data = [UInt8]()
     var buffer = [UInt8](repeating: 0, count: 4096)
@@ -370,19 +379,11 @@ public func rawGET(_ url: URL, timeout: Int = 30) throws -> (status: Int, body: 
         guard count > 0 else { break }
         data += buffer[0..<count]
     }
-    let text = String(decoding: data, as: UTF8.self)
-    let status = Int(text.split(separator: " ").dropFirst().first ?? "") ?? 0
-    let body = text.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
-    return (status, body)
+    return String(decoding: data, as: UTF8.self)
 }
 
 /// ``rawGET(_:timeout:)`` on a thread of its own, so a blocking socket never holds one of the few
 /// threads that run tasks (on a 2-core machine that would starve the receiver under test).
 public func httpGET(_ url: URL, timeout: Int = 30) async throws -> (status: Int, body: String) {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread {
-            continuation.resume(with: Result { try rawGET(url, timeout: timeout) })
-        }
-        thread.start()
-    }
+    try await onOwnThread { try rawGET(url, timeout: timeout) }
 }

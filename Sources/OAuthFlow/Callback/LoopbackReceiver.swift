@@ -224,180 +224,55 @@ public final class LoopbackReceiver: Sendable {
         return try result.get()
     }
 
-    private struct Connection {
-        var socket: SharedFileDescriptor
-        var head: [UInt8] = []
-        var deadline: ContinuousClock.Instant
-    }
-
-    /// The accept-and-read loop; runs on its own thread until a callback, the deadline, or a wake-up.
+    /// The accept-and-read loop (``HTTPIntake``); runs on its own thread until a callback, the deadline, or a wake-up.
     private func serve(until deadline: ContinuousClock.Instant, timeout: Duration) -> Result<Accepted, OAuthError> {
-        // Dropped connections close with their owners, the rest when this returns.
-        var connections: [Connection] = []
-        let listeners = self.listeners.withLock { $0 }
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let now = ContinuousClock.now
-            guard now < deadline else {
-                return .failure(OAuthError(
-                    .timedOut, endpoint: .authorization,
-                    message: "no authorization callback arrived at \(redirectURI.absoluteString) within \(Self.seconds(timeout)) s"))
+        let limits = HTTPIntake.Limits(connectionTimeout: Self.connectionTimeout, maximumConnections: Self.maximumConnections,
+                                       maximumRequestSize: Self.maximumRequestSize)
+        let ending = HTTPIntake.serve(listeners: listeners.withLock { $0 }, wake: wake.read.raw, until: deadline, limits: limits) { received -> HTTPIntake.Step<URL> in
+            switch classify(received) {
+            case .incomplete: return .incomplete
+            case .reject(let status, let text):
+                return .reply(Self.reply(status: status, page: Self.page(title: status, text: text)))
+            case .callback(let url): return .finish(url)
             }
-            connections.removeAll { $0.deadline <= now }
-            var fds = listeners.map { pollfd(fd: $0.raw, events: Int16(POLLIN), revents: 0) }
-            fds.append(pollfd(fd: wake.read.raw, events: Int16(POLLIN), revents: 0))
-            fds += connections.map { pollfd(fd: $0.socket.raw, events: Int16(POLLIN), revents: 0) }
-            let nextDeadline = connections.map(\.deadline).reduce(deadline) { min($0, $1) }
-            let wait = max(0, Self.milliseconds(now.duration(to: nextDeadline)))
-            let ready = poll(&fds, nfds_t(fds.count), Int32(clamping: wait + 1))
-            if ready < 0 {
-                if errno == EINTR { continue }
-                return .failure(OAuthError(.transport, endpoint: .authorization, message: "poll failed: \(Self.errorText(errno))"))
-            }
-            if ready == 0 { continue }
-            if fds[listeners.count].revents != 0 {
-                return .failure(OAuthError(.cancelled, endpoint: .authorization,
-                                           message: "waiting for the authorization callback was cancelled"))
-            }
-            // Read from connections first (their indexes shift once new ones are appended).
-            var index = connections.count - 1
-            while index >= 0 {
-                defer { index -= 1 }
-                let events = fds[listeners.count + 1 + index].revents
-                guard events != 0 else { continue }
-                let socket = connections[index].socket
-                let count = recv(socket.raw, &buffer, buffer.count, 0)
-                if count < 0, errno == EAGAIN || errno == EINTR { continue }
-                guard count > 0 else {
-                    connections.remove(at: index)
-                    continue
-                }
-                connections[index].head += buffer[0..<count]
-                switch classify(connections[index].head) {
-                case .incomplete:
-                    continue
-                case .reject(let status, let text):
-                    Self.respond(socket.descriptor, status: status, page: Self.page(title: status, text: text))
-                    connections.remove(at: index)
-                case .callback(let url):
-                    connections.remove(at: index)
-                    Self.makeBlocking(socket.descriptor)
-                    return .success(Accepted(connection: socket, url: url))
-                }
-            }
-            for (offset, listener) in listeners.enumerated() where fds[offset].revents != 0 {
-                let connection: FileDescriptor
-                do throws(SystemError) {
-                    connection = try FileDescriptor(returnedBy: accept(listener.raw, nil, nil))
-                } catch {
-                    continue
-                }
-                Self.setFlags(connection)
-                // Over the limit, the connection closes with its owner at the end of this iteration.
-                guard connections.count < Self.maximumConnections else { continue }
-                connections.append(Connection(socket: SharedFileDescriptor(connection), deadline: ContinuousClock.now.advanced(by: Self.connectionTimeout)))
-            }
+        }
+        switch ending {
+        case .finished(let url, let connection):
+            return .success(Accepted(connection: connection, url: url))
+        case .timedOut:
+            return .failure(OAuthError(
+                .timedOut, endpoint: .authorization,
+                message: "no authorization callback arrived at \(redirectURI.absoluteString) within \(Self.seconds(timeout)) s"))
+        case .woken:
+            return .failure(OAuthError(.cancelled, endpoint: .authorization, message: "waiting for the authorization callback was cancelled"))
+        case .failed(let code):
+            return .failure(OAuthError(.transport, endpoint: .authorization, message: "poll failed: \(Self.errorText(code))"))
         }
     }
 
     // MARK: Sockets
 
-    private enum Address {
-        case v4(String)
-        case v6(String)
-    }
-
-    private static func listen(address: Address, port: UInt16, host: String) throws(OAuthError) -> FileDescriptor {
-        func failure(_ what: String, _ code: Int32) -> OAuthError {
-            let place = "\(host):\(port == 0 ? "<ephemeral>" : String(port))"
-            return OAuthError(.configuration, endpoint: .authorization,
-                              message: "cannot listen on \(place) for the callback: \(what): \(errorText(code))")
-        }
-        let family: Int32
-        switch address {
-        case .v4: family = AF_INET
-        case .v6: family = AF_INET6
-        }
-        // On a throw below, the socket closes with its owner.
-        let fd: FileDescriptor
-        do throws(SystemError) {
-            fd = try FileDescriptor(returnedBy: socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0))
+    private static func listen(address: HTTPIntake.Address, port: UInt16, host: String) throws(OAuthError) -> FileDescriptor {
+        do throws(HTTPIntake.ListenFailure) {
+            return try HTTPIntake.listen(address, port: port)
         } catch {
-            throw failure("socket", error.code)
-        }
-        let raw = fd.raw   // for the closures below, while `fd` owns it
-        var one: Int32 = 1
-        setsockopt(raw, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        let result: Int32
-        switch address {
-        case .v4(let text):
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_port = port.bigEndian
-            guard inet_pton(AF_INET, text, &addr.sin_addr) == 1 else {
-                throw OAuthError(.configuration, endpoint: .authorization, message: "\"\(text)\" is not an IPv4 address")
-            }
-            result = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(raw, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-        case .v6(let text):
-            setsockopt(raw, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size))
-            var addr = sockaddr_in6()
-            addr.sin6_family = sa_family_t(AF_INET6)
-            addr.sin6_port = port.bigEndian
-            guard inet_pton(AF_INET6, text, &addr.sin6_addr) == 1 else {
-                throw OAuthError(.configuration, endpoint: .authorization, message: "\"\(text)\" is not an IPv6 address")
-            }
-            result = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(raw, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+            switch error {
+            case .notAnAddress(let text):
+                throw OAuthError(.configuration, endpoint: .authorization, message: "\"\(text)\" is not an IP address")
+            case .system(let call, let code):
+                let place = "\(host):\(port == 0 ? "<ephemeral>" : String(port))"
+                throw OAuthError(.configuration, endpoint: .authorization,
+                                 message: "cannot listen on \(place) for the callback: \(call): \(errorText(code))")
             }
         }
-        guard result == 0 else { throw failure("bind", errno) }
-        guard Glibc.listen(raw, 16) == 0 else { throw failure("listen", errno) }
-        return fd
     }
 
     private static func localPort(_ fd: borrowing FileDescriptor) throws(OAuthError) -> UInt16 {
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let result = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd.raw, $0, &length) }
+        do throws(SystemError) {
+            return try HTTPIntake.localPort(fd)
+        } catch {
+            throw OAuthError(.configuration, endpoint: .authorization, message: "getsockname failed: \(errorText(error.code))")
         }
-        guard result == 0 else {
-            throw OAuthError(.configuration, endpoint: .authorization, message: "getsockname failed: \(errorText(errno))")
-        }
-        let family = Int32(storage.ss_family)
-        return withUnsafePointer(to: &storage) { pointer in
-            if family == AF_INET6 {
-                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
-            }
-            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
-        }
-    }
-
-    /// Marks a descriptor close-on-exec and non-blocking.
-    private static func setFlags(_ fd: borrowing FileDescriptor) {
-        _ = fcntl(fd.raw, F_SETFD, FD_CLOEXEC)
-        let flags = fcntl(fd.raw, F_GETFL)
-        if flags >= 0 { _ = fcntl(fd.raw, F_SETFL, flags | O_NONBLOCK) }
-    }
-
-    /// Switches an accepted socket to blocking with a short send timeout, for the answer.
-    private static func makeBlocking(_ fd: borrowing FileDescriptor) {
-        let flags = fcntl(fd.raw, F_GETFL)
-        if flags >= 0 { _ = fcntl(fd.raw, F_SETFL, flags & ~O_NONBLOCK) }
-        var limit = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(fd.raw, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-    }
-
-    /// Whole milliseconds, saturating: a timeout of `Int.max` seconds (`--timeout` is not
-    /// bounded) must not trap on the multiplication.
-    static func milliseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1000)
-        guard !overflow else { return seconds < 0 ? Int64.min / 2 : Int64.max / 2 }
-        return scaled.addingReportingOverflow(attoseconds / 1_000_000_000_000_000).overflow
-            ? Int64.max / 2 : scaled + attoseconds / 1_000_000_000_000_000
     }
 
     private static func seconds(_ duration: Duration) -> Int64 {

@@ -19,7 +19,8 @@ func notifiedVariables(_ path: String, until key: String) async throws -> [Strin
 }
 
 /// `authflow agent` on `catalog`, its store and socket in `directory`, its `--notify-command`
-/// writing the `AUTHFLOW_` variables to ``notified`` (whole, through a rename).
+/// writing the `AUTHFLOW_` variables to ``notified`` (whole, through a rename), with `arguments`
+/// after the agent's own and `variables` added to its environment.
 struct NotifyingAgent {
     let process: RunningBinary
     let socket: String
@@ -27,14 +28,14 @@ struct NotifyingAgent {
     /// What the agent and the `authflow` commands of a test run with.
     let environment: [String: String]
 
-    init(directory: URL, catalog: URL) throws {
+    init(directory: URL, catalog: URL, arguments: [String] = [], variables: [String: String] = [:]) throws {
         socket = directory.appendingPathComponent("agent.sock").path
         notified = directory.appendingPathComponent("notified").path
         environment = ["PATH": "/usr/bin:/bin", "HOME": directory.path, "NO_COLOR": "1", "no_proxy": "127.0.0.1,localhost"]
         process = try RunningBinary(
             ["--config", catalog.path, "--store", directory.appendingPathComponent("store").path, "agent", "--socket", socket,
-             "--notify-command", "env | grep '^AUTHFLOW_' > \(notified).tmp && mv \(notified).tmp \(notified)"],
-            environment: environment)
+             "--notify-command", "env | grep '^AUTHFLOW_' > \(notified).tmp && mv \(notified).tmp \(notified)"] + arguments,
+            environment: environment.merging(variables) { _, new in new })
     }
 
     /// The environment of an `authflow token` that asks this agent.
