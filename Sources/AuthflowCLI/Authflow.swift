@@ -53,8 +53,8 @@ public enum Authflow {
     /// Runs `authflow` as a process from synchronous code (`Sources/authflow/main.swift`): parses
     /// `CommandLine.arguments`, answers `authflow token` from the agent or the store when it can
     /// (``answerBeforeRuntime(_:output:environment:services:)``) without starting the concurrency
-    /// runtime, and otherwise runs the command in a task while the main thread serves the main
-    /// queue (`dispatchMain()`), then exits with its status. `login` and `demo` turn SIGINT into
+    /// runtime, and otherwise runs the command in a task while the main thread waits for signals
+    /// (``parkMainThread()``), then exits with its status. `login` and `demo` turn SIGINT into
     /// task cancellation (a second Ctrl-C exits at once); other commands keep the default SIGINT
     /// behaviour. Run as `docker-credential-authflow` (a link to `authflow`), it is Docker's
     /// credential helper. Never returns.
@@ -65,7 +65,20 @@ public enum Authflow {
             exit(status.rawValue)
         }
         Task { await run(invocation, output: output, environment: environment, services: services) }
-        dispatchMain()
+        parkMainThread()
+    }
+
+    /// Leaves the main thread as `dispatchMain()` leaves it, blocking no signal and waiting in
+    /// `sigsuspend(2)` (so SIGINT, SIGTERM and SIGHUP reach their handlers as before), without
+    /// getting there through `pthread_exit(3)`. That exit unwinds the main thread's stack, and the
+    /// unwinder's search of the executable's unwind tables brings hundreds of KiB of them into
+    /// every long-running command's resident set (`authflow agent`'s most of all). Nothing in
+    /// `authflow` uses the main queue or the main actor, which `dispatchMain()` would serve.
+    private static func parkMainThread() -> Never {
+        var none = sigset_t()
+        sigemptyset(&none)
+        pthread_sigmask(SIG_SETMASK, &none, nil)
+        while true { sigsuspend(&none) }
     }
 
     /// The real world's services, with what `exec` and `docker-credential` need of this process:

@@ -170,6 +170,11 @@ public actor AuthFlow {
     /// The latest state published.
     public nonisolated var state: State { broadcaster.current }
 
+    // `publish`, `fail` (and the runner's `fail(_:_:since:)` and `commit`) stay out of line: inlined
+    // into an async function, the state and the error they build are given room in its frame,
+    // which is allocated per task for the whole call (a token request's network wait included),
+    // not only while they run.
+    @inline(never)
     func publish(_ state: State) {
         if case .error(let provider, let error) = state {
             logger.warning(provider, "\(error.code): \(error.response?.code.rawValue ?? error.message ?? "")")
@@ -179,6 +184,7 @@ public actor AuthFlow {
 
     /// Publishes `.error` for a failure and rethrows it; `provider` nil for a failure that is no one
     /// provider's (the store's listing, an unmatched callback).
+    @inline(never)
     func fail(_ provider: String?, _ error: OAuthError) -> OAuthError {
         var error = error
         if error.providerID == nil, let provider { error.providerID = provider }

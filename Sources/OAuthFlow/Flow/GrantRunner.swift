@@ -212,6 +212,7 @@ extension AuthFlow {
     /// gets a renewed access token whose rotated refresh token a failed commit could still lose.
     /// Unless `locked`, that happens here (``adopt(_:ticket:what:)``); a caller that holds the lock
     /// adopts the set itself after releasing it.
+    @inline(never)
     func commit(_ set: TokenSet, ticket: LogoutLedger.Ticket, locked: Bool, what: String) async throws(OAuthError) {
         if locked { return try await storeLocked(set, ticket: ticket, what: what) }
         try await store.withExclusiveAccess(to: set.providerID) { () async throws(OAuthError) in
@@ -269,6 +270,7 @@ extension AuthFlow {
 
     /// Publishes `.error` for a call that began under `ticket`. When a logout finished since and
     /// nothing is held now, `.empty` follows, so the logout's state stays the last one published.
+    @inline(never)
     func fail(_ id: String, _ error: OAuthError, since ticket: LogoutLedger.Ticket) -> OAuthError {
         let failed = fail(id, error)
         if ledger.loggedOut(since: ticket, id), tokens[id] == nil { publish(.empty(provider: id)) }

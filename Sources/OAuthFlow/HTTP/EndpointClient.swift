@@ -73,18 +73,33 @@ final class EndpointClient: Sendable {
         do {
             response = try await transport.send(request)
         } catch {
-            var error = error
-            error.providerID = provider.id
-            error.endpoint = endpoint
-            log.debug(provider, "\(endpoint.rawValue) failed: \(error.code)")
-            throw error
+            throw failed(error, endpoint: endpoint)
         }
+        try checkAnswered(response, endpoint: endpoint)
+        return response
+    }
+
+    // Out of line: inlined into the async `send`, the error and the strings built here would be
+    // given room in its frame, which every request in flight holds for the whole network wait.
+
+    /// A transport failure, with the provider and endpoint filled in.
+    @inline(never)
+    private func failed(_ error: OAuthError, endpoint: OAuthError.Endpoint) -> OAuthError {
+        var error = error
+        error.providerID = provider.id
+        error.endpoint = endpoint
+        log.debug(provider, "\(endpoint.rawValue) failed: \(error.code)")
+        return error
+    }
+
+    /// Logs the answer and refuses a body over ``maximumBodySize``.
+    @inline(never)
+    private func checkAnswered(_ response: HTTPResponse, endpoint: OAuthError.Endpoint) throws(OAuthError) {
         log.debug(provider, "\(endpoint.rawValue) answered \(response.status) \(response.mediaType ?? "-") \(response.body.count) bytes")
         guard response.body.count <= maximumBodySize else {
             throw OAuthError(.invalidResponse, providerID: provider.id, endpoint: endpoint, httpStatus: response.status,
                              message: "the response body exceeds \(maximumBodySize) bytes")
         }
-        return response
     }
 
     /// POSTs `fields` as a form to `url` with the client's authentication, and returns the object
