@@ -82,32 +82,41 @@ extension CatalogSetting {
         Self(key, type: type, default: defaultValue, doc: doc, decode: .with(owner))
     }
 
+    // A row names its setting by a key path into ``Provider/Settings``, taken as an autoclosure and
+    // made only when an entry has the key. Key paths are objects the runtime builds from a pattern
+    // (demangling their types); made when the table is, the rows' key paths were most of the work of
+    // `authflow token` on a cached token (PerformanceLog.md, "2026-12-06: the settings table's key
+    // paths and `authflow token`").
+
     /// An endpoint: a URL string that follows the endpoint rules; discovered from `discovered` when left out.
     static func endpoint(
-        _ key: String, _ path: any WritableKeyPath<Provider, URL?> & Sendable, type: String = "URL string",
+        _ key: String, _ setting: @autoclosure @escaping @Sendable () -> WritableKeyPath<Provider.Settings, URL?>, type: String = "URL string",
         aliases: [String] = [], discovered: String? = nil, doc: String
     ) -> Self {
         Self(key, type: type, default: discovered.map { "discovered `\($0)`" } ?? "none", aliases: aliases, discovered: discovered,
              doc: doc, decode: .read { entry, provider throws(OAuthError) in
-                 provider[keyPath: path] = try entry.aliased(key, aliases) { key throws(OAuthError) in try entry.endpoint(key) }
+                 if let url = try entry.aliased(key, aliases, { key throws(OAuthError) in try entry.endpoint(key) }) {
+                     provider[dynamicMember: setting()] = url
+                 }
              })
     }
 
     /// `true` or `false`.
     static func flag(
-        _ key: String, _ path: any WritableKeyPath<Provider, Bool> & Sendable, default defaultValue: String = "`false`", doc: String
+        _ key: String, _ setting: @autoclosure @escaping @Sendable () -> WritableKeyPath<Provider.Settings, Bool>, default defaultValue: String = "`false`",
+        doc: String
     ) -> Self {
         Self(key, type: "`true` or `false`", default: defaultValue, doc: doc, decode: .read { entry, provider throws(OAuthError) in
-            if let flag = try entry.bool(key) { provider[keyPath: path] = flag }
+            if let flag = try entry.bool(key) { provider[dynamicMember: setting()] = flag }
         })
     }
 
     /// A string taken as it is.
     static func text(
-        _ key: String, _ path: any WritableKeyPath<Provider, String?> & Sendable, type: String, doc: String
+        _ key: String, _ setting: @autoclosure @escaping @Sendable () -> WritableKeyPath<Provider.Settings, String?>, type: String, doc: String
     ) -> Self {
         Self(key, type: type, doc: doc, decode: .read { entry, provider throws(OAuthError) in
-            provider[keyPath: path] = try entry.string(key)
+            if let text = try entry.string(key) { provider[dynamicMember: setting()] = text }
         })
     }
 
