@@ -136,9 +136,10 @@ public struct OAuthError: Error, Sendable, Equatable {
     }
 
     /// The fields behind one reference (``CopyOnWrite``).
-    private var storage: CopyOnWrite<Fields>
+    @usableFromInline var storage: CopyOnWrite<Fields>
 
     /// A field of ``Fields``, read and written on the error: `error.code`, `error.providerID = id`.
+    @inlinable
     public subscript<Value>(dynamicMember field: WritableKeyPath<Fields, Value>) -> Value {
         _read { yield storage[field] }
         _modify { yield &storage[field] }

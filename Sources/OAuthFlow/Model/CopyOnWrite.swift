@@ -7,17 +7,24 @@
 /// every caller's frame. With the fields inline, those frames grow by the size of the fields and a
 /// copy retains every string, URL and array in them; measured, a fresh fetch then runs more
 /// instructions, a cached token costs more, and concurrent fetches take more memory.
+///
+/// It and the `dynamicMember` subscripts over it are inlinable, so that a read such as
+/// `provider.tokenURL` in another module compiles to a read of the stored field; otherwise each
+/// such read goes through a key path the runtime builds the first time (demangling its types),
+/// which `authflow token`, a process that reads a few fields once, pays for every field.
+@usableFromInline
 struct CopyOnWrite<Fields: Sendable>: Sendable {
-    private final class Box: @unchecked Sendable {   // safe: `fields` changes only in the `_modify` of `subscript`, while this copy is the box's only owner, so no other thread can see it change
-        /// Unchecked at run time: a box is changed only through its one owner (``subscript``'s
+    @usableFromInline
+    final class Box: @unchecked Sendable {   // safe: `fields` changes only in the `_modify` of `subscript`, while this copy is the box's only owner, so no other thread can see it change
+        /// Unchecked at run time: a box is changed only through its one owner (`subscript(field:)`'s
         /// `_modify` copies a shared box first), and the compiler checks that owner's accesses
         /// statically, so no two accesses to a box's fields can overlap. The run-time check would
         /// be paid on every field read, since a `_read` access lasts until its caller is done.
-        @exclusivity(unchecked) var fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
+        @exclusivity(unchecked) @usableFromInline var fields: Fields
+        @usableFromInline init(_ fields: Fields) { self.fields = fields }
     }
 
-    private var box: Box
+    @usableFromInline var box: Box
 
     init(_ fields: Fields) { box = Box(fields) }
 
@@ -25,6 +32,7 @@ struct CopyOnWrite<Fields: Sendable>: Sendable {
     var fields: Fields { box.fields }
 
     /// One field, read in place and changed in place (after a copy when another value shares the box).
+    @inlinable
     subscript<Value>(field: WritableKeyPath<Fields, Value>) -> Value {
         _read { yield box.fields[keyPath: field] }
         _modify {

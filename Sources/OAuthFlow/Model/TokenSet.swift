@@ -59,9 +59,10 @@ public struct TokenSet: Sendable, Codable {
     }
 
     /// The fields behind one reference (``CopyOnWrite``).
-    private var storage: CopyOnWrite<Fields>
+    @usableFromInline var storage: CopyOnWrite<Fields>
 
     /// A field of ``Fields``, read and written on the set: `set.accessToken`, `set.scopes = []`.
+    @inlinable
     public subscript<Value>(dynamicMember field: WritableKeyPath<Fields, Value>) -> Value {
         _read { yield storage[field] }
         _modify { yield &storage[field] }

@@ -188,9 +188,10 @@ public struct Provider: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The settings behind one reference (``CopyOnWrite``).
-    private var storage: CopyOnWrite<Settings>
+    @usableFromInline var storage: CopyOnWrite<Settings>
 
     /// A setting of ``Settings``, read and written on the provider: `provider.scopes`, `provider.tokenURL = url`.
+    @inlinable
     public subscript<Value>(dynamicMember setting: WritableKeyPath<Settings, Value>) -> Value {
         _read { yield storage[setting] }
         _modify { yield &storage[setting] }
