@@ -107,8 +107,7 @@ extension Context {
     /// resources when it names any (the token was issued for those).
     static func requestURLProblem(_ url: URL, provider: Provider) -> String? {
         guard let scheme = url.scheme?.lowercased(), let host = url.host else { return "\(url.absoluteString) is not an absolute URL" }
-        if scheme == "http", !["localhost", "127.0.0.1", "::1", "[::1]"].contains(host.lowercased()), !host.hasSuffix(".localhost"),
-           !host.hasPrefix("127.") {
+        if scheme == "http", !Provider.isLoopback(host: host) {
             return "\(escaped(url.absoluteString)): a token is sent over https:// only (http:// on loopback)"
         }
         guard !provider.resources.isEmpty else { return nil }

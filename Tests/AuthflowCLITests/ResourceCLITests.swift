@@ -115,6 +115,16 @@ struct ResourceCLITests {
         #expect(h.mock.requests(path: "/api/items").isEmpty)
     }
 
+    @Test("request's scheme rule is the endpoints' loopback rule: plain http only to localhost, 127.0.0.0/8 and ::1, never a name that starts with 127.",
+          arguments: [("http://127.0.0.1:8080/api", true), ("http://localhost/api", true), ("http://[::1]:9/api", true),
+                      ("http://api.localhost/api", true), ("https://api.example.com/api", true),
+                      ("http://127.evil.example/api", false), ("http://127.0.0.1.evil.example/api", false), ("http://api.example.com/api", false)])
+    func requestSchemeRule(url: String, allowed: Bool) throws {
+        let provider = Provider(id: "open", tokenURL: URL(string: "https://auth.example.com/token")!, clientID: "c")
+        let problem = Context.requestURLProblem(try #require(URL(string: url)), provider: provider)
+        #expect((problem == nil) == allowed, "\(url): \(problem ?? "allowed")")
+    }
+
     @Test("request on a terminal: the body's control characters are escaped; to a pipe it is printed as it came")
     func requestTerminal() async throws {
         let h = try await loggedIn()
