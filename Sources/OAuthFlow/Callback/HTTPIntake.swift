@@ -63,14 +63,14 @@ package enum HTTPIntake {
         while lines.last?.isEmpty == true { lines.removeLast() }
         guard let first = lines.first else { return .malformed }
         let parts = first.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
-        guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(isTokenCharacter),
+        guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(ASCIIText.isTokenCharacter),
               parts[1].first == UInt8(ascii: "/"), parts[1].allSatisfy({ $0 > 0x20 && $0 < 0x7F }),
               parts[2].elementsEqual("HTTP/1.1".utf8) || parts[2].elementsEqual("HTTP/1.0".utf8)
         else { return .malformed }
         var fields: [RequestHead.Field] = []
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > line.startIndex,
-                  line[..<colon].allSatisfy(isTokenCharacter),
+                  line[..<colon].allSatisfy(ASCIIText.isTokenCharacter),
                   line[line.index(after: colon)...].allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) })
             else { return .malformed }   // also a folded line (RFC 9112 §5.2), which starts with a blank
             let value = line[line.index(after: colon)...].drop { $0 == 0x20 || $0 == 0x09 }
@@ -82,13 +82,6 @@ package enum HTTPIntake {
                                      version: String(decoding: parts[2], as: UTF8.self), fields: fields, length: end))
     }
 
-    /// A `tchar` of RFC 9110 §5.6.2 (method and field names).
-    private static func isTokenCharacter(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"): return true
-        default: return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
-        }
-    }
 
     /// The length of the head through its blank line, or nil when the blank line has not arrived.
     package static func endOfHead(_ bytes: [UInt8]) -> Int? {

@@ -191,7 +191,7 @@ public struct SubjectTokenSource: Sendable, Hashable, CustomStringConvertible {
         case .url(let template, let headers, let field):
             if template.isEmpty { return "the URL must not be empty" }
             if let field, field.isEmpty { return "jsonField must not be empty" }
-            for header in headers where !Self.isHeaderName(header.name) {
+            for header in headers where !ASCIIText.isToken(header.name) {
                 return "the header name \"\(DisplayText.escape(String(header.name.prefix(64))))\" is not an HTTP token (RFC 9110 §5.1)"
             }
             for text in [template] + headers.map(\.value) {
@@ -213,13 +213,6 @@ public struct SubjectTokenSource: Sendable, Hashable, CustomStringConvertible {
     static func isVariableName(_ name: String) -> Bool {
         guard let first = name.utf8.first, !(0x30...0x39).contains(first) else { return false }
         return name.utf8.allSatisfy { ASCIIText.isAlphanumeric($0) || $0 == UInt8(ascii: "_") }
-    }
-
-    /// True for an HTTP field name (RFC 9110 §5.1: a token).
-    static func isHeaderName(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.allSatisfy { byte in
-            ASCIIText.isAlphanumeric(byte) || Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
-        }
     }
 
     /// Why `text` is not a valid template (`${NAME}` references only), or nil.

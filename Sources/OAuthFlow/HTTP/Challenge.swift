@@ -51,16 +51,6 @@ struct Challenge: Sendable, Equatable {
         let bytes: [UInt8]
         var index = 0
 
-        /// RFC 9110 §5.6.2 tchar.
-        static func isTokenByte(_ byte: UInt8) -> Bool {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                return true
-            default:
-                return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
-            }
-        }
-
         /// RFC 9110 §11.2 token68 characters (before its trailing `=`s).
         static func isToken68Byte(_ byte: UInt8) -> Bool {
             switch byte {
@@ -84,7 +74,7 @@ struct Challenge: Sendable, Equatable {
 
         mutating func token() -> String? {
             let start = index
-            while let byte = current, Self.isTokenByte(byte) { index += 1 }
+            while let byte = current, ASCIIText.isTokenCharacter(byte) { index += 1 }
             return index > start ? String(decoding: bytes[start..<index], as: UTF8.self) : nil
         }
 

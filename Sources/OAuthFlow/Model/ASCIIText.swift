@@ -22,6 +22,23 @@ package enum ASCIIText {
         }
     }
 
+    /// True for a `tchar` of RFC 9110 §5.6.2, what a method, a field name or an auth scheme is made of:
+    /// a letter, a digit, a backtick or one of `!#$%&'*+-.^_|~`.
+    package static func isTokenCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+             UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+             UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"): true
+        default: false
+        }
+    }
+
+    /// True for an RFC 9110 token: one or more ``isTokenCharacter(_:)``.
+    package static func isToken(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy(isTokenCharacter)
+    }
+
     /// `text` without the bytes `drop` matches at either end.
     package static func trimming(_ text: Substring, where drop: (UInt8) -> Bool) -> String {
         let bytes = text.utf8

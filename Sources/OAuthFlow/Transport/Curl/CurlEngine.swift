@@ -120,7 +120,7 @@ final class CurlEngine: @unchecked Sendable {   // safe: `multi` (but its `signa
         var hasExpect = false
         for header in headers {
             // Bytes, not Characters: "\r\n" is a single Character and would slip past a Character test.
-            guard CurlTransfer.isToken(header.name), !header.value.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) else {
+            guard ASCIIText.isToken(header.name), !header.value.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) else {
                 throw OAuthError(.configuration, message: "the request header \"\(CurlTransfer.printable(header.name))\" is malformed")
             }
             if ASCIIText.equalsIgnoringCase(header.name, "expect") { hasExpect = true }

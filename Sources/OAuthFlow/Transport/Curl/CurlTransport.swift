@@ -240,7 +240,7 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
     }
 
     private static func setMethod(_ request: HTTPRequest, on easy: CurlEasyHandle) throws(OAuthError) {
-        guard isToken(request.method) else {
+        guard ASCIIText.isToken(request.method) else {
             throw OAuthError(.configuration, message: "the request method \"\(printable(request.method))\" is malformed")
         }
         // HTTPGET resets what an earlier request on this handle set: POST, NOBODY, upload.
@@ -268,15 +268,6 @@ final class CurlTransfer: @unchecked Sendable {   // safe: mutable state is used
         }
     }
 
-    /// An RFC 9110 token: what a method or a header name may contain.
-    static func isToken(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
-            default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
-            }
-        }
-    }
 
     /// At most `limit` printable ASCII characters of `text`, for an error message.
     static func printable(_ text: String, limit: Int = 40) -> String {
