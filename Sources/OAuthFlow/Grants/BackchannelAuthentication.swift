@@ -118,11 +118,6 @@ public struct BackchannelAuthentication: Sendable, Hashable, CustomStringConvert
 /// the request that names the person (§7.1), its acknowledgement (§7.3), and the token request the
 /// token endpoint polls with (§10.1), whose refusals (§11) the shared poll reads (Grants/Polling.swift).
 enum BackchannelAuthenticationGrant {
-    /// The polling interval when the acknowledgement has none (CIBA Core §7.3).
-    static let defaultInterval = 5
-    /// The longest lifetime, interval and `requested_expiry` accepted: about 68 years; larger
-    /// numbers are an error, never a trap.
-    static let maximumSeconds = Int(Int32.max)
     /// The longest `auth_req_id` accepted (real ones are 32 to 64 characters).
     static let maximumAuthRequestIDLength = 1024
     /// The longest hint or user code sent (a `login_hint_token` or `id_token_hint` is a JWT).
@@ -175,7 +170,7 @@ enum BackchannelAuthenticationGrant {
             fields.append(("user_code", code.reveal()))
         }
         if let expiry = request.requestedExpiry {
-            guard (1...maximumSeconds).contains(expiry) else { throw fail("requested_expiry must be from 1 to \(maximumSeconds) seconds") }
+            guard (1...Poll.maximumSeconds).contains(expiry) else { throw fail("requested_expiry must be from 1 to \(Poll.maximumSeconds) seconds") }
             fields.append(("requested_expiry", String(expiry)))
         }
         return (fields, scopes)
@@ -208,7 +203,7 @@ enum BackchannelAuthenticationGrant {
     private static func tokenProblem(_ token: String) -> String? {
         if token.isEmpty { return "is empty" }
         if token.utf8.count > maximumHintLength { return "is longer than \(maximumHintLength) bytes" }
-        if !token.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) { return "is not printable ASCII" }
+        if !TokenType.isPrintable(token) { return "is not printable ASCII" }
         return nil
     }
 
@@ -232,8 +227,8 @@ enum BackchannelAuthenticationGrant {
     }
 
     /// Decodes a §7.3 acknowledgement received at `now`: `auth_req_id` of 1 to
-    /// ``maximumAuthRequestIDLength`` printable ASCII characters; `expires_in` from 1 s to
-    /// ``maximumSeconds``; `interval` (5 when absent) in the same range, 0 raised to 1 s.
+    /// ``maximumAuthRequestIDLength`` printable ASCII characters; `expires_in` and `interval` as
+    /// ``Poll/timing(_:)`` reads them for both polled grants.
     /// - Throws: ``OAuthError`` `.invalidResponse` naming the member at fault, never its value.
     static func decode(
         _ object: JSONObject, provider: Provider, notificationToken: Secret?, bindingMessage: String?, scopes: [String], now: Date
@@ -242,13 +237,10 @@ enum BackchannelAuthenticationGrant {
         // It goes back in every poll's body; it is never shown, but a server that sends a control
         // character or a page of text in it is not trusted with the rest.
         guard id.utf8.count <= maximumAuthRequestIDLength else { throw object.fail("auth_req_id is longer than \(maximumAuthRequestIDLength) bytes") }
-        guard id.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+        guard TokenType.isPrintable(id) else {
             throw object.fail("auth_req_id holds a character other than printable ASCII")
         }
-        guard let expiresIn = try object.integer("expires_in", in: 1...maximumSeconds, acceptsString: true) else {
-            throw object.fail("expires_in is missing")
-        }
-        let interval = max(try object.integer("interval", in: 0...maximumSeconds, acceptsString: true) ?? defaultInterval, 1)
+        let (expiresIn, interval) = try Poll.timing(object)
         return BackchannelAuthentication(
             providerID: provider.id, authRequestID: Secret(id), notificationToken: notificationToken, bindingMessage: bindingMessage,
             expiresAt: now.addingTimeInterval(TimeInterval(expiresIn)), expiresIn: expiresIn, interval: interval,

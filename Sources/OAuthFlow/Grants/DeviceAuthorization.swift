@@ -6,9 +6,6 @@ import Foundation
 
 /// The device authorization grant ([RFC 8628](https://www.rfc-editor.org/rfc/rfc8628)).
 enum DeviceAuthorizationGrant {
-    /// Default polling interval when the response has none (RFC 8628 §3.2).
-    static let defaultInterval = 5
-
     /// Requests a device code and user code (RFC 8628 §3.1–3.2), with the client's authentication.
     static func requestCode(scopes: [String], client: EndpointClient, url: URL, now: Date) async throws(OAuthError) -> DeviceCode {
         var fields: [(String, String)] = []
@@ -27,10 +24,6 @@ enum DeviceAuthorizationGrant {
     static func fields(polling code: DeviceCode) -> [(String, String)] {
         [("grant_type", GrantType.deviceCode.rawValue), ("device_code", code.deviceCode.reveal())]
     }
-
-    /// The longest device code lifetime and polling interval accepted: about 68 years; larger
-    /// numbers are an error, never a trap.
-    static let maximumSeconds = Int(Int32.max)
 
     /// The longest `user_code` accepted, in Unicode scalars; real ones are 8 or 9 characters.
     static let maximumUserCodeLength = 64
@@ -54,11 +47,7 @@ enum DeviceAuthorizationGrant {
         guard let uri = try object.url(uriKey) else { throw object.fail("verification_uri is missing") }
         let completeKey = object.contains("verification_uri_complete") ? "verification_uri_complete" : "verification_url_complete"
         let complete = try object.url(completeKey)
-        guard let expiresIn = try object.integer("expires_in", in: 1...maximumSeconds, acceptsString: true) else {
-            throw object.fail("expires_in is missing")
-        }
-        // RFC 8628 §3.2: an absent interval means 5 s; 0 is raised to 1 s so polling never spins.
-        let interval = max(try object.integer("interval", in: 0...maximumSeconds, acceptsString: true) ?? defaultInterval, 1)
+        let (expiresIn, interval) = try Poll.timing(object)
         return DeviceCode(
             providerID: provider, deviceCode: Secret(deviceCode), userCode: userCode, verificationURI: uri,
             verificationURIComplete: complete, expiresAt: now.addingTimeInterval(TimeInterval(expiresIn)),

@@ -107,8 +107,22 @@ struct Poll {
     static let slowDownIncrement = 5
     /// Transport failures in a row after which polling gives up.
     static let maximumConsecutiveTransportFailures = 5
-    /// The longest interval `slow_down` can raise it to: the longest either grant accepts.
-    static let maximumInterval = Int(Int32.max)
+    /// The polling interval when the answer that starts a poll has none (RFC 8628 §3.2, CIBA Core §7.3).
+    static let defaultInterval = 5
+    /// The longest lifetime and interval either grant accepts, and the longest `slow_down` can raise
+    /// the interval to: about 68 years; larger numbers are an error, never a trap.
+    static let maximumSeconds = Int(Int32.max)
+
+    /// `expires_in` (required, 1 s to ``maximumSeconds``) and `interval` (``defaultInterval`` when
+    /// absent; 0 raised to 1 s so polling never spins) of the answer that starts a poll: the device
+    /// authorization response (RFC 8628 §3.2) or the CIBA acknowledgement (CIBA Core §7.3).
+    static func timing(_ object: JSONObject) throws(OAuthError) -> (expiresIn: Int, interval: Int) {
+        guard let expiresIn = try object.integer("expires_in", in: 1...maximumSeconds, acceptsString: true) else {
+            throw object.fail("expires_in is missing")
+        }
+        let interval = max(try object.integer("interval", in: 0...maximumSeconds, acceptsString: true) ?? defaultInterval, 1)
+        return (expiresIn, interval)
+    }
 
     private(set) var pending: PolledAuthorization
     private var wait: Int
@@ -148,7 +162,7 @@ struct Poll {
         case .slowDown?:
             transportFailures = 0
             // Bounded like the interval itself, so no number of slow_down answers can overflow it.
-            pending.interval = min(pending.interval + Self.slowDownIncrement, Self.maximumInterval)
+            pending.interval = min(pending.interval + Self.slowDownIncrement, Self.maximumSeconds)
             wait = pending.interval
             log.info(pending.providerID, "slow_down: polling interval raised to \(pending.interval) s")
             return true
