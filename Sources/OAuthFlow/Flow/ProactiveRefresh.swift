@@ -49,7 +49,7 @@ extension AuthFlow {
     /// reauthorization.
     nonisolated func proactiveDelay(for set: TokenSet, now: Date) -> TimeInterval? {
         guard !set.needsReauthorization,
-              set.refreshToken != nil || set.grant == .clientCredentials || set.grant.needsNoPerson && providers[set.providerID]?.serviceGrant == set.grant,
+              set.refreshToken != nil || set.grant == .clientCredentials || !set.grant.needsPerson && providers[set.providerID]?.serviceGrant == set.grant,
               let due = RenewalTiming.backgroundRenewalTime(of: set, refreshMargin: options.refreshMargin, jitter: options.jitter)
         else { return nil }
         return max(due - now.timeIntervalSince1970, 0)

@@ -234,9 +234,6 @@ extension GrantType {
         }
     }
 
-    /// True for the grants that need no person and are run again, not refreshed, when a token is due.
-    var needsNoPerson: Bool { self == .clientCredentials || self == .jwtBearer || self == .tokenExchange }
-
     /// True for the grants whose answer must carry an ID token when `openid` was asked for and
     /// granted: the authorization code (OpenID Connect Core §3.1.3.3) and CIBA (CIBA Core §10.1.1).
     var requiresIDToken: Bool { self == .authorizationCode || self == .ciba }

@@ -16,7 +16,7 @@ extension ProviderCatalog.Entry {
     /// - Throws: ``OAuthError`` `.configuration` for a value that names no grant that needs no person.
     func catalogGrant() throws(OAuthError) -> GrantType? {
         guard let name = try string("grant") else { return nil }
-        guard let grant = GrantType(catalogName: name), grant.needsNoPerson else {
+        guard let grant = GrantType(catalogName: name), !grant.needsPerson else {
             throw fail("grant", "must be \"client-credentials\", \"jwt-bearer\" or \"token-exchange\" (a grant that needs no person)")
         }
         return grant
