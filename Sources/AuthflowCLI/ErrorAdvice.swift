@@ -202,8 +202,6 @@ struct ErrorAdvice {
 }
 
 extension Context {
-    /// What the advice may name about `provider`, from the catalog; only the id and the catalog's
-    /// path when the provider cannot be loaded.
     /// ``adviceSubject(_:)`` for `error`: with the `authflow login` line that answers a resource's
     /// step-up (`LOGIN`: its scopes added to the provider's, its `acr_values` and `max_age`).
     func adviceSubject(_ provider: String?, for error: OAuthError) -> ErrorAdvice.Subject {
@@ -214,6 +212,8 @@ extension Context {
         return subject
     }
 
+    /// What the advice may name about `provider`, from the catalog; only the id and the catalog's
+    /// path when the provider cannot be loaded.
     func adviceSubject(_ provider: String?) -> ErrorAdvice.Subject {
         let catalog = try? configURL().path
         guard let provider, let loaded = try? self.provider(provider) else { return ErrorAdvice.Subject(provider: provider, catalog: catalog) }
